@@ -1,0 +1,46 @@
+"""The clustercheck command: a group that only registers commands and maps errors to exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from clustercheck import __version__
+from clustercheck.commands.run import run
+from clustercheck.commands.sandbox import sandbox
+from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="clustercheck")
+def cli():
+    """Is this cluster ready to train? Which node, link or setting to fix if not.
+
+    NODES_FILE lists one node per line ([user@]host[:port] slots=N python=PATH
+    ifname=IF); a DeepSpeed hostfile works as is, Slurm ranges (gpu[01-08]) expand.
+    Without a file, the local machine is a one-node cluster.
+    """
+
+
+cli.add_command(run)
+cli.add_command(sandbox)
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="clustercheck", standalone_mode=False)
+    except InputError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except click.exceptions.Abort:
+        click.echo("Interrupted: remote commands were stopped.", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("Interrupted: remote commands were stopped.", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_BAD_INPUT)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

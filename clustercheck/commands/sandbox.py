@@ -1,0 +1,91 @@
+import sys
+
+import click
+from tabulate import tabulate
+
+from clustercheck.errors import EXIT_FAIL
+from clustercheck.sandbox import Sandbox, SandboxError, down, list_sandboxes
+from clustercheck.sandbox import faults
+
+name_option = click.option("--name", default="cc0", show_default=True,
+                           help="Sandbox name: the prefix of its nodes, links and namespaces.")
+
+
+def _fail(exc: SandboxError):
+    click.echo(f"Error: {exc}", err=True)
+    sys.exit(EXIT_FAIL)
+
+
+@click.group()
+def sandbox():
+    """A cluster of network-namespace nodes with real sshd on this host (root).
+
+    \b
+    Example:
+      sudo clustercheck sandbox up 4
+      clustercheck run /run/clustercheck-sandbox/cc0/nodes.txt \\
+          -F /run/clustercheck-sandbox/cc0/ssh_config -- hostname
+      sudo clustercheck sandbox fault drop cc0-n2 29500
+      sudo clustercheck sandbox down
+    """
+
+
+@sandbox.command()
+@click.argument("num_nodes", type=click.IntRange(1, 250))
+@name_option
+def up(num_nodes, name):
+    """Build NUM_NODES nodes (replacing a sandbox of the same name)."""
+    try:
+        box = Sandbox.up(num_nodes, name)
+    except SandboxError as exc:
+        _fail(exc)
+    click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}")
+    click.echo(f"  nodes file:  {box.nodes_file}")
+    click.echo(f"  ssh config:  {box.ssh_config}")
+    click.echo(f"  known_hosts: {box.known_hosts}")
+    click.echo(f"try: clustercheck run {box.nodes_file} -F {box.ssh_config} -- hostname")
+
+
+@sandbox.command("down")
+@name_option
+def down_command(name):
+    """Remove the sandbox and everything it made, even after a crash."""
+    removed = down(name)
+    click.echo(f"removed {len(removed)} items of sandbox {name}" if removed else f"nothing of sandbox {name} was left")
+
+
+@sandbox.command()
+@name_option
+def status(name):
+    """Nodes, addresses, sshd state and faults."""
+    if name not in list_sandboxes():
+        click.echo(f"no sandbox {name} (up: {', '.join(list_sandboxes()) or 'none'})")
+        sys.exit(EXIT_FAIL)
+    box = Sandbox.load(name)
+    click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}; files in {box.dir}")
+    click.echo(tabulate(box.status(), headers="keys"))
+
+
+@sandbox.command()
+@click.argument("knob", type=click.Choice(faults.knob_names()))
+@click.argument("node")
+@click.argument("value", required=False)
+@name_option
+def fault(knob, node, value, name):
+    """Make a fault on NODE: slow MBIT, drop PORT, reject PORT, mtu MTU, loopback-hostname,
+    stop-sshd, start-sshd, blackhole, or clear (undo all)."""
+    func, value_name, kind = faults.KNOBS[knob]
+    try:
+        box = Sandbox.load(name)
+        if value_name:
+            if value is None:
+                raise click.UsageError(f"{knob} needs {value_name}")
+            try:
+                func(box, node, kind(value))
+            except ValueError:
+                raise click.UsageError(f"{value_name} must be a number: {value!r}") from None
+        else:
+            func(box, node)
+    except SandboxError as exc:
+        _fail(exc)
+    click.echo(f"{node}: {', '.join(box.faults.get(box.node(node).name, [])) or 'no faults'}")

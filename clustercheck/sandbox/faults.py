@@ -1,0 +1,179 @@
+"""Fault knobs for a sandbox node: the failures FAILURES.md lists, made on purpose.
+
+Each knob records itself in the sandbox state so `status` shows it and `clear` undoes it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import List, Sequence
+
+from clustercheck.sandbox.cluster import Sandbox, SandboxError, SandboxNode, _pid_alive, sh
+
+
+def _record(box: Sandbox, node: SandboxNode, fault: str) -> None:
+    box.faults.setdefault(node.name, []).append(fault)
+    box.save()
+
+
+def node_exec(box: Sandbox, name: str, argv: Sequence[str], check: bool = True):
+    """Run argv inside the node: its network, hostname and mounts (those of its sshd)."""
+    node = box.node(name)
+    if not box.sshd_alive(node):
+        raise SandboxError(f"{node.name}: sshd is stopped, so its namespaces are gone; start_sshd first")
+    return sh("nsenter", "-t", str(node.sshd_pid), "-n", "-u", "-m", "--", *argv, check=check)
+
+
+def _iptables(box: Sandbox, node: SandboxNode, *rule: str) -> None:
+    sh("ip", "netns", "exec", node.netns, "iptables", "-w", *rule)
+
+
+def slow_link(box: Sandbox, name: str, mbit: float) -> None:
+    """Limit the node's link to `mbit` Mbit/s both ways (tc tbf; netem is absent on this kernel)."""
+    node = box.node(name)
+    rate_bytes = mbit * 1e6 / 8
+    burst = max(16 * 1024, int(rate_bytes / 100))  # 10 ms of traffic, at least 16 KiB
+    for prefix in ([], ["ip", "netns", "exec", node.netns]):
+        dev = node.veth if not prefix else "eth0"
+        sh(*prefix, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{int(mbit * 1000)}kbit",
+           "burst", str(burst), "latency", "100ms")
+    _record(box, node, f"link {mbit:g} Mbit/s")
+
+
+def drop_port(box: Sandbox, name: str, port: int) -> None:
+    """Inbound TCP to `port` on the node is silently dropped: connects time out (filtered)."""
+    node = box.node(name)
+    _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-p", "tcp", "--dport", str(port), "-j", "DROP")
+    _record(box, node, f"drop tcp/{port}")
+
+
+def reject_port(box: Sandbox, name: str, port: int) -> None:
+    """Inbound TCP to `port` on the node is answered with a reset: connects are refused."""
+    node = box.node(name)
+    _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-p", "tcp", "--dport", str(port),
+              "-j", "REJECT", "--reject-with", "tcp-reset")
+    _record(box, node, f"reject tcp/{port}")
+
+
+def blackhole(box: Sandbox, name: str) -> None:
+    """Everything to the node is dropped, as for a node that hangs or lost its link."""
+    node = box.node(name)
+    _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-j", "DROP")
+    _record(box, node, "blackholed")
+
+
+def set_mtu(box: Sandbox, name: str, mtu: int) -> None:
+    node = box.node(name)
+    sh("ip", "-n", node.netns, "link", "set", "eth0", "mtu", str(mtu))
+    _record(box, node, f"mtu {mtu}")
+
+
+def hostname_to_loopback(box: Sandbox, name: str) -> None:
+    """The node's own name resolves to 127.0.1.1, the Debian convention that breaks Gloo."""
+    node = box.node(name)
+    box._write_hosts(node, own_addr="127.0.1.1")
+    _record(box, node, "own hostname -> 127.0.1.1")
+
+
+def stop_sshd(box: Sandbox, name: str) -> None:
+    node = box.node(name)
+    pid = node.sshd_pid
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    _record(box, node, "sshd stopped")
+
+
+def start_sshd(box: Sandbox, name: str) -> None:
+    node = box.node(name)
+    if not box.sshd_alive(node):
+        node.mounts = []  # a new sshd lives in a new mount namespace
+        box._start_sshds([node])
+    box.faults[node.name] = [f for f in box.faults.get(node.name, []) if f != "sshd stopped"]
+    box.save()
+
+
+def bind(box: Sandbox, name: str, source: str, target: str) -> None:
+    """Show `source` at `target` on this node only (per-node software, e.g. a different package)."""
+    node = box.node(name)
+    node_exec(box, name, ["mount", "--bind", source, target])
+    node.mounts.append(target)
+    _record(box, node, f"{target} <- {source}")
+
+
+def _normalise(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def _package_of(entry: str) -> str:
+    """'deepspeed' for deepspeed/, deepspeed-0.19.8.dist-info, deepspeed.py."""
+    for suffix in (".dist-info", ".egg-info"):
+        if entry.endswith(suffix):
+            return _normalise(entry[: -len(suffix)].rsplit("-", 1)[0])
+    return _normalise(entry[:-3] if entry.endswith(".py") else entry)
+
+
+def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Sequence[str]) -> None:
+    """On this node only, `site_packages` lacks the named entries (packages and their dist-info).
+
+    The node sees a directory of links to every other entry, bound over the real one; the
+    real directory stays reachable for the links at a private path inside the node.
+    """
+    node = box.node(name)
+    site_packages = os.path.realpath(site_packages)
+    original = os.path.join(box.dir, f"site.{node.name}.orig")
+    mirror = os.path.join(box.dir, f"site.{node.name}.mirror")
+    os.makedirs(original, exist_ok=True)
+    os.makedirs(mirror, exist_ok=True)
+    hidden_names = {_normalise(h) for h in hidden}
+    for entry in os.listdir(site_packages):
+        if _package_of(entry) in hidden_names:
+            continue
+        os.symlink(os.path.join(original, entry), os.path.join(mirror, entry))
+    node_exec(box, name, ["mount", "--bind", site_packages, original])
+    node_exec(box, name, ["mount", "--bind", mirror, site_packages])
+    node.mounts += [site_packages, original]
+    _record(box, node, f"hidden from python: {', '.join(hidden)}")
+
+
+def clear(box: Sandbox, name: str) -> None:
+    """Undo every fault on the node."""
+    node = box.node(name)
+    start_sshd(box, name)
+    for target in reversed(node.mounts):
+        node_exec(box, name, ["umount", "-l", target], check=False)
+    node.mounts = []
+    sh("ip", "netns", "exec", node.netns, "iptables", "-w", "-F", "INPUT", check=False)
+    sh("tc", "qdisc", "del", "dev", node.veth, "root", check=False)
+    sh("ip", "netns", "exec", node.netns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+    sh("ip", "-n", node.netns, "link", "set", "eth0", "mtu", "1500")
+    box._write_hosts(node)
+    box.faults.pop(node.name, None)
+    box.save()
+
+
+def clear_all(box: Sandbox) -> None:
+    for node in box.nodes:
+        if box.faults.get(node.name) or node.mounts or not box.sshd_alive(node):
+            clear(box, node.name)
+
+
+KNOBS = {
+    "slow": (slow_link, "MBIT", float),
+    "drop": (drop_port, "PORT", int),
+    "reject": (reject_port, "PORT", int),
+    "mtu": (set_mtu, "MTU", int),
+    "loopback-hostname": (hostname_to_loopback, None, None),
+    "stop-sshd": (stop_sshd, None, None),
+    "start-sshd": (start_sshd, None, None),
+    "blackhole": (blackhole, None, None),
+    "clear": (clear, None, None),
+}
+
+
+def knob_names() -> List[str]:
+    return list(KNOBS)

@@ -1,0 +1,119 @@
+"""What every transport returns, and the interface it implements.
+
+A transport reaches one node: it runs commands there under a deadline and ships
+files into a per-run temporary directory. Local and SSH transports exist; an srun
+transport (inside a Slurm allocation) fits the same interface.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+# At most this much of a stream is kept per command; the rest is counted, not stored.
+MAX_CAPTURE_BYTES = 4 * 1024 * 1024
+
+
+class Outcome(enum.Enum):
+    """How a command on a node ended, worst last within each tier."""
+
+    OK = "ok"
+    COMMAND_FAILED = "command failed"
+    TIMED_OUT = "timed out"
+    REFUSED = "unreachable: connection refused"
+    CONNECT_TIMEOUT = "unreachable: connect timed out"
+    NO_ROUTE = "unreachable: no route to host"
+    NAME_UNRESOLVED = "unreachable: name does not resolve"
+    AUTH_FAILED = "authentication failed"
+    HOSTKEY_UNKNOWN = "host key unknown"
+    HOSTKEY_CHANGED = "host key changed"
+    SSH_ERROR = "ssh error"
+
+    @property
+    def reached(self) -> bool:
+        """The command ran (whatever its exit code)."""
+        return self in (Outcome.OK, Outcome.COMMAND_FAILED, Outcome.TIMED_OUT)
+
+    @property
+    def exit_code(self) -> int:
+        from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
+
+        if self is Outcome.OK:
+            return EXIT_OK
+        return EXIT_FAIL if self.reached else EXIT_UNKNOWN
+
+
+REMEDIES = {
+    Outcome.REFUSED: "the host answers but nothing listens on the SSH port: start sshd, or fix Port / the node's address",
+    Outcome.CONNECT_TIMEOUT: "no answer within the connect timeout: the node is down, or a firewall drops the SSH port",
+    Outcome.NO_ROUTE: "no route to the node: check its address and the network between here and there",
+    Outcome.NAME_UNRESOLVED: "the name does not resolve here: add it to /etc/hosts or DNS, or give HostName in ssh_config",
+    Outcome.AUTH_FAILED: "key not accepted: install your public key in the node's authorized_keys, or name the key with IdentityFile",
+    Outcome.HOSTKEY_UNKNOWN: "verify the key, then add it to known_hosts (ssh-keyscan) or rerun with --accept-new-hostkeys",
+    Outcome.HOSTKEY_CHANGED: "the node's host key differs from known_hosts: if the node was reinstalled, remove the old entry "
+                             "with ssh-keygen -R; otherwise treat it as a possible attack",
+    Outcome.TIMED_OUT: "the command passed its deadline and was killed: raise --timeout or find what hangs",
+}
+
+
+@dataclass
+class NodeResult:
+    """What happened on one node: the outcome, and the evidence."""
+
+    node: str
+    outcome: Outcome
+    exit_code: Optional[int] = None
+    stdout: str = ""
+    stderr: str = ""
+    detail: str = ""        # one line: why it failed, in words
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    @property
+    def remedy(self) -> str:
+        return REMEDIES.get(self.outcome, "")
+
+
+class TransportError(Exception):
+    """The node could not be reached; carries the outcome that classifies why."""
+
+    def __init__(self, outcome: Outcome, detail: str):
+        super().__init__(detail)
+        self.outcome = outcome
+        self.detail = detail
+
+
+class Transport:
+    """One node. Implementations: LocalTransport, SSHTransport."""
+
+    name: str
+
+    def connect(self) -> None:
+        """Reach the node; raises TransportError classified by Outcome."""
+        raise NotImplementedError
+
+    def run(self, command: str, timeout_s: float) -> NodeResult:
+        """Run a shell command under a deadline; it and its children die at the deadline."""
+        raise NotImplementedError
+
+    def put(self, data: bytes, name: str, mode: int = 0o600) -> str:
+        """Write data into this run's temporary directory on the node; returns its path."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Kill what still runs, remove the run's temporary directory, drop the connection."""
+        raise NotImplementedError
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def capped(buffer: bytearray, chunk: bytes) -> None:
+    room = MAX_CAPTURE_BYTES - len(buffer)
+    if room > 0:
+        buffer.extend(chunk[:room])

@@ -1,0 +1,31 @@
+"""The wrapper that keeps remote commands from outliving the tool.
+
+Closing an SSH channel does not kill the remote process (no pty, no SIGHUP). So each
+command runs as its own session and process group (setsid), and a watcher reads the
+channel's stdin: the tool never closes it, so EOF means the channel or connection is
+gone (deadline, Ctrl-C, crash), and the watcher kills the whole group, TERM then KILL.
+POSIX sh only: nothing else may be assumed on a node.
+
+Two traps the script avoids: without job control, sh gives a background list
+/dev/null as stdin (hence the copy on fd 3), and dash's kill does not take "--".
+"""
+
+import shlex
+
+_GUARD = (
+    'exec 3<&0; '
+    'setsid /bin/sh -c "$1" </dev/null & child=$!; '
+    '( cat <&3 >/dev/null; kill -TERM -$child; sleep 1; kill -KILL -$child ) >/dev/null 2>&1 & '
+    'exec 3<&-; '
+    'wait $child'
+)
+
+
+def guard_argv(command: str) -> list:
+    """argv that runs `command` under the guard (for a local process)."""
+    return ["/bin/sh", "-c", _GUARD, "clustercheck-guard", command]
+
+
+def guarded(command: str) -> str:
+    """A command line for the remote login shell that runs `command` under the guard."""
+    return "exec " + " ".join(shlex.quote(arg) for arg in guard_argv(command))

@@ -1,0 +1,106 @@
+"""The local machine as a node: no SSH, same semantics (guard, deadline, temp dir)."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Optional, Set
+
+from clustercheck.transport.base import NodeResult, Outcome, Transport, capped, decode
+from clustercheck.transport.guard import guard_argv
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """Close the guard's stdin (it kills the command's group), then make sure the guard is gone."""
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+class LocalTransport(Transport):
+    def __init__(self, name: str = "localhost"):
+        self.name = name
+        self._tmpdir: Optional[str] = None
+        self._running: Set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def connect(self) -> None:
+        return None
+
+    def run(self, command: str, timeout_s: float) -> NodeResult:
+        start = time.monotonic()
+        # stdin stays open while we wait: the guard kills the command when it closes,
+        # which also happens if this process dies.
+        proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        with self._lock:
+            self._running.add(proc)
+        out, err = bytearray(), bytearray()
+        timed_out = False
+        deadline = start + timeout_s
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ, out)
+                sel.register(proc.stderr, selectors.EVENT_READ, err)
+                while sel.get_map():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        timed_out = True
+                        break
+                    for key, _ in sel.select(remaining):
+                        chunk = os.read(key.fileobj.fileno(), 65536)
+                        if chunk:
+                            capped(key.data, chunk)
+                        else:
+                            sel.unregister(key.fileobj)
+            if not timed_out:
+                try:
+                    proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+        finally:
+            stop(proc)
+            proc.stdout.close()
+            proc.stderr.close()
+            with self._lock:
+                self._running.discard(proc)
+        elapsed = time.monotonic() - start
+        if timed_out:
+            return NodeResult(self.name, Outcome.TIMED_OUT, None, decode(out), decode(err),
+                              f"no result within {timeout_s:g} s; killed", elapsed)
+        code = proc.returncode
+        outcome = Outcome.OK if code == 0 else Outcome.COMMAND_FAILED
+        return NodeResult(self.name, outcome, code, decode(out), decode(err),
+                          "" if code == 0 else f"exit code {code}", elapsed)
+
+    def put(self, data: bytes, name: str, mode: int = 0o600) -> str:
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="clustercheck.")
+        path = os.path.join(self._tmpdir, name)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as handle:
+            handle.write(data)
+        return path
+
+    def close(self) -> None:
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            stop(proc)
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
