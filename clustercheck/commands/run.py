@@ -2,18 +2,30 @@ import sys
 
 import click
 
+from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster, worst_exit_code
 from clustercheck.fold import render_run
 from clustercheck.options import cluster_options, fanout_options, load_nodes
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
+class SplitAtDashes(click.Command):
+    """Keeps what follows `--` as the remote command (click would drop the `--`)."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["remote_command"] = args[cut + 1:]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=SplitAtDashes)
 @cluster_options
 @click.option("--timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="Deadline in seconds for the command on each node; it is killed there after that.")
-@click.argument("command", nargs=-1, required=True)
-def run(command, timeout, **opts):
-    """Run COMMAND on every node, like pdsh/clush; identical outputs are folded.
+@click.pass_context
+def run(ctx, timeout, **opts):
+    """Run a command on every node, like pdsh/clush; identical outputs are folded.
 
     \b
     Example:
@@ -23,6 +35,10 @@ def run(command, timeout, **opts):
     Exit code: 0 all ok, 2 the command failed or timed out somewhere,
     3 a node could not be reached, 64 bad input.
     """
+    command = ctx.meta.get("remote_command")
+    if not command:
+        raise InputError("no command: put it after --, as in: clustercheck run nodes.txt -- hostname",
+                         "command line")
     nodes = load_nodes(**opts)
     with Cluster(nodes, fanout_options(**opts)) as cluster:
         results = cluster.run(" ".join(command), timeout)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (system packages included) and runs them.
+#   sudo ./scripts/test.sh            # all tests; the sandbox ones need root
+#   ./scripts/test.sh -k inventory    # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+
+# The sandbox cluster: sshd in network namespaces, veth, tc, iptables; iperf3 for the bench baseline.
+if command -v apt-get >/dev/null; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+# torch first, pinned to the CPU wheel this machine carries (an unpinned torch pulls a multi-GB
+# CUDA build); deepspeed's build imports torch, hence --no-build-isolation.
+"$PY" -m pip install -q "torch==2.13.0"
+"$PY" -m pip install -q --no-build-isolation deepspeed
+"$PY" -m pip install -q -e ".[test,train]"
+
+exec "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,69 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from clustercheck.sandbox import Sandbox, down, missing_requirements
+from clustercheck.sandbox import faults
+
+SANDBOX_NODES = 4
+_sandbox_counts = {"passed": 0, "failed": 0, "skipped": 0}
+_skip_reason = []
+
+
+def pytest_collection_modifyitems(config, items):
+    problems = missing_requirements()
+    if problems:
+        _skip_reason.append("; ".join(problems))
+        marker = pytest.mark.skip(reason="sandbox tests need: " + "; ".join(problems))
+        for item in items:
+            if "sandbox" in item.keywords:
+                item.add_marker(marker)
+
+
+def pytest_runtest_logreport(report):
+    if "sandbox" not in report.keywords:
+        return
+    if report.when == "call":
+        _sandbox_counts["passed" if report.passed else "failed"] += 1
+    elif report.skipped:
+        _sandbox_counts["skipped"] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts = _sandbox_counts
+    line = f"sandbox tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    if _skip_reason:
+        line += f" (skipped because: {_skip_reason[0]})"
+    terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def sandbox():
+    """A 4-node sandbox of our own (unique name and subnet), removed at the end."""
+    name = f"t{os.getpid() % 10000}"
+    box = Sandbox.up(SANDBOX_NODES, name)
+    try:
+        yield box
+    finally:
+        down(name)
+
+
+@pytest.fixture
+def box(sandbox):
+    """The shared sandbox, with every fault a test made undone afterwards."""
+    yield sandbox
+    faults.clear_all(sandbox)
+
+
+def clustercheck(*args, timeout=120, **kwargs):
+    """Run the real command line, as a user would."""
+    return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def leftover(pattern: str) -> int:
+    """How many processes on this host (every node shares its pid space) match pattern."""
+    out = subprocess.run(["pgrep", "-fc", pattern], capture_output=True, text=True).stdout.strip()
+    return int(out or 0)
