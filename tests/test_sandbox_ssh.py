@@ -229,3 +229,51 @@ def test_per_node_software_by_mount_namespace(box):
     assert results[drifted.name].outcome is Outcome.COMMAND_FAILED
     assert "No module named 'tabulate'" in results[drifted.name].stderr
     assert all(results[n.name].stdout == "ok\n" for n in box.nodes if n is not drifted)
+
+
+def test_a_key_the_nodes_do_not_know_is_an_auth_failure(box, tmp_path):
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    config = tmp_path / "ssh_config"
+    config.write_text(open(box.ssh_config).read().replace(box.client_key, str(stranger)))
+    proc = clustercheck("run", box.nodes_file, "-F", str(config), "--", "true")
+    assert proc.returncode == EXIT_UNKNOWN
+    assert f"authentication failed: {box.name}-n[1-4]" in proc.stdout or all(
+        f"authentication failed: {n.name}" in proc.stdout for n in box.nodes)
+    assert "authorized_keys" in proc.stdout  # the remedy
+
+
+def test_a_node_that_dies_mid_command_is_reported_at_once(box):
+    victim = box.nodes[3]
+    with cluster(box) as c:
+        c.connect()
+        # Kill the victim's sshd and every session under it while the command runs.
+        killer = subprocess.Popen(["sh", "-c", f"sleep 1; ip netns pids {victim.netns} | xargs -r kill -9"])
+        start = time.monotonic()
+        results = by_node(c.run("sleep 5; echo done", 60))
+        wall = time.monotonic() - start
+        killer.wait()
+    assert results[victim.name].outcome is Outcome.SSH_ERROR
+    assert "connection lost" in results[victim.name].detail
+    assert results[victim.name].elapsed_s < 5  # not the 60 s deadline
+    assert all(results[n.name].stdout == "done\n" for n in box.nodes if n is not victim)
+    assert wall < 30
+    faults.start_sshd(box, victim.name)
+
+
+def test_a_dead_bastion_fails_every_node_behind_it_in_one_timeout(box, tmp_path):
+    bastion = box.nodes[0]
+    faults.blackhole(box, bastion.name)
+    names = [n.name for n in box.nodes[1:]]
+    text = open(box.ssh_config).read().replace(f"Host {box.name}-n*\n",
+                                               f"Host {' '.join(names)}\n    ProxyJump {bastion.name}\n"
+                                               f"Host {box.name}-n*\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(text)
+    nodes = tmp_path / "nodes.txt"
+    nodes.write_text("\n".join(names) + "\n")
+    start = time.monotonic()
+    proc = clustercheck("run", str(nodes), "-F", str(config), "--connect-timeout", "2", "--", "true")
+    assert time.monotonic() - start < 2 * 3 + 3  # three nodes, one bastion timeout (with room)
+    assert proc.returncode == EXIT_UNKNOWN
+    assert f"unreachable: connect timed out: {box.name}-n[2-4] (jump host {bastion.name}: " in proc.stdout

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
+from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
+
 # At most this much of a stream is kept per command; the rest is counted, not stored.
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024
 
@@ -37,8 +39,6 @@ class Outcome(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
-
         if self is Outcome.OK:
             return EXIT_OK
         return EXIT_FAIL if self.reached else EXIT_UNKNOWN

@@ -32,6 +32,7 @@ class SSHContext:
         self._jumps: Dict[Tuple, paramiko.SSHClient] = {}
         self._lock = threading.Lock()
         self._jump_locks: Dict[Tuple, threading.Lock] = {}
+        self._jump_failures: Dict[Tuple, TransportError] = {}
 
     def known_hosts(self, alias: str) -> KnownHosts:
         user_files, global_files = sshconfig.known_hosts_files(self.config, alias, self.settings)
@@ -49,14 +50,21 @@ class SSHContext:
         with self._lock:
             lock = self._jump_locks.setdefault(hops, threading.Lock())
         with lock:
+            if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
+                raise self._jump_failures[hops]
             client = self._jumps.get(hops)
             if client is not None and client.get_transport() and client.get_transport().is_active():
                 return client
             target = sshconfig.resolve_hop(self.config, hops[-1], self.settings)
-            sock = None
-            if len(hops) > 1:
-                sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
-            client = open_client(self, target, sock=sock)
+            try:
+                sock = None
+                if len(hops) > 1:
+                    sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
+                client = open_client(self, target, sock=sock)
+            except TransportError as exc:
+                failure = TransportError(exc.outcome, f"jump host {hops[-1]}: {exc.detail}")
+                self._jump_failures[hops] = failure
+                raise failure from None
             self._jumps[hops] = client
             return client
 
@@ -178,7 +186,14 @@ class SSHTransport(Transport):
             chan.exec_command(guarded(command))
             timed_out = not _drain(chan, out, err, deadline)
             if not timed_out:
-                timed_out = not chan.status_event.wait(max(0.0, deadline - time.monotonic()))
+                wait_s = max(0.0, deadline - time.monotonic())
+                if chan.closed:  # closed without an exit status yet: give it a moment, not the whole deadline
+                    wait_s = min(wait_s, 1.0)
+                if not chan.status_event.wait(wait_s):
+                    if chan.closed:
+                        raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
+                                             f"while the command ran (node down or sshd killed)")
+                    timed_out = True
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost ({exc})")
         finally:
@@ -188,12 +203,25 @@ class SSHTransport(Transport):
             return NodeResult(self.name, Outcome.TIMED_OUT, None, decode(out), decode(err),
                               f"no result within {timeout_s:g} s; killed", elapsed)
         code = chan.recv_exit_status()
-        if code == -1:  # the server sent no exit status (the command was killed by a signal)
+        if code == -1 and self._connection_lost():
+            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
+                                 f"while the command ran (node down or sshd killed)")
+        if code == -1:  # no exit status on a live connection: the command was killed by a signal
             return NodeResult(self.name, Outcome.COMMAND_FAILED, None, decode(out), decode(err),
                               "killed by a signal", elapsed)
         outcome = Outcome.OK if code == 0 else Outcome.COMMAND_FAILED
         return NodeResult(self.name, outcome, code, decode(out), decode(err),
                           "" if code == 0 else f"exit code {code}", elapsed)
+
+    def _connection_lost(self, grace_s: float = 0.5) -> bool:
+        """paramiko closes the channels a moment before it marks the transport inactive."""
+        transport = self._client.get_transport() if self._client else None
+        deadline = time.monotonic() + grace_s
+        while transport is not None and transport.is_active():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def _tempdir(self, timeout_s: float) -> str:
         if self._tmpdir is None:
