@@ -165,7 +165,7 @@ class SSHTransport(Transport):
         try:
             chan = self._client.get_transport().open_session(timeout=timeout_s)
         except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot open a channel ({exc})")
+            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot open a channel ({exc})") from None
         with self._lock:
             self._channels.add(chan)
         return chan
@@ -189,20 +189,16 @@ class SSHTransport(Transport):
                 wait_s = max(0.0, deadline - time.monotonic())
                 if chan.closed:  # closed without an exit status yet: give it a moment, not the whole deadline
                     wait_s = min(wait_s, 1.0)
-                if not chan.status_event.wait(wait_s):
-                    if chan.closed:
-                        raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
-                                             f"while the command ran (node down or sshd killed)")
-                    timed_out = True
+                timed_out = not chan.status_event.wait(wait_s) and not chan.closed
         except (paramiko.SSHException, EOFError, OSError) as exc:
-            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost ({exc})")
+            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost ({exc})") from None
         finally:
             self._release(chan)
         elapsed = time.monotonic() - start
         if timed_out:
             return NodeResult(self.name, Outcome.TIMED_OUT, None, decode(out), decode(err),
                               f"no result within {timeout_s:g} s; killed", elapsed)
-        code = chan.recv_exit_status()
+        code = chan.exit_status if chan.status_event.is_set() else -1  # -1: none came
         if code == -1 and self._connection_lost():
             raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
                                  f"while the command ran (node down or sshd killed)")
@@ -245,7 +241,7 @@ class SSHTransport(Transport):
             if not chan.status_event.wait(timeout_s) or chan.recv_exit_status() != 0:
                 raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot write {path}")
         except (paramiko.SSHException, OSError) as exc:
-            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot write {path} ({exc})")
+            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot write {path} ({exc})") from None
         finally:
             self._release(chan)
         return path
