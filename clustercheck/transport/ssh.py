@@ -51,7 +51,8 @@ class SSHContext:
             lock = self._jump_locks.setdefault(hops, threading.Lock())
         with lock:
             if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
-                raise self._jump_failures[hops]
+                failure = self._jump_failures[hops]
+                raise TransportError(failure.outcome, failure.detail)
             client = self._jumps.get(hops)
             if client is not None and client.get_transport() and client.get_transport().is_active():
                 return client
@@ -199,10 +200,11 @@ class SSHTransport(Transport):
             return NodeResult(self.name, Outcome.TIMED_OUT, None, decode(out), decode(err),
                               f"no result within {timeout_s:g} s; killed", elapsed)
         code = chan.exit_status if chan.status_event.is_set() else -1  # -1: none came
-        if code == -1 and self._connection_lost():
-            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
-                                 f"while the command ran (node down or sshd killed)")
-        if code == -1:  # no exit status on a live connection: the command was killed by a signal
+        if code == -1:
+            if self._connection_lost():
+                raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost "
+                                     f"while the command ran (node down or sshd killed)")
+            # No exit status on a live connection: the command was killed by a signal.
             return NodeResult(self.name, Outcome.COMMAND_FAILED, None, decode(out), decode(err),
                               "killed by a signal", elapsed)
         outcome = Outcome.OK if code == 0 else Outcome.COMMAND_FAILED
