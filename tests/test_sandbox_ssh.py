@@ -116,32 +116,23 @@ def test_remote_command_is_killed_at_the_deadline(box):
     assert leftover("sleep 600.4") == 0
 
 
-def test_remote_command_is_killed_when_the_tool_is_interrupted(box):
+@pytest.mark.parametrize("sig, exit_code, marker", [
+    (signal.SIGINT, EXIT_INTERRUPTED, "600.51"),   # Ctrl-C: the tool closes its channels
+    (signal.SIGKILL, -signal.SIGKILL, "600.61"),   # killed outright: the kernel closes the sockets
+])
+def test_remote_command_is_killed_when_the_tool_is_stopped(box, sig, exit_code, marker):
     proc = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", box.nodes_file, "-F", box.ssh_config,
-                             "--timeout", "300", "--", "sleep 600.51"],
+                             "--timeout", "300", "--", f"sleep {marker}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
-    while leftover("^sleep 600.51") < len(box.nodes) and time.monotonic() < deadline:
+    while leftover(f"^sleep {marker}") < len(box.nodes) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert leftover("^sleep 600.51") == len(box.nodes)
-    proc.send_signal(signal.SIGINT)
+    assert leftover(f"^sleep {marker}") == len(box.nodes)
+    proc.send_signal(sig)
     proc.communicate(timeout=30)
-    assert proc.returncode == EXIT_INTERRUPTED
+    assert proc.returncode == exit_code
     time.sleep(1.5)
-    assert leftover("^sleep 600.51") == 0
-
-
-def test_remote_command_is_killed_when_the_tool_is_killed(box):
-    proc = subprocess.Popen([sys.executable, "-m", "clustercheck", "run", box.nodes_file, "-F", box.ssh_config,
-                             "--timeout", "300", "--", "sleep 600.61"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while leftover("^sleep 600.61") < len(box.nodes) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    proc.kill()
-    proc.wait()
-    time.sleep(1.5)
-    assert leftover("^sleep 600.61") == 0
+    assert leftover(f"^sleep {marker}") == 0
 
 
 def test_one_connection_per_node_reused_and_files_cleaned_up(box):
