@@ -7,6 +7,7 @@ import sys
 import click
 
 from clustercheck import __version__
+from clustercheck.commands.env import env
 from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
@@ -23,6 +24,7 @@ def cli():
     """
 
 
+cli.add_command(env)
 cli.add_command(run)
 cli.add_command(sandbox)
 

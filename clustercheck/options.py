@@ -16,7 +16,8 @@ def cluster_options(func):
     """NODES_FILE plus the inventory and SSH options, for every command that reaches nodes."""
     decorators = [
         click.argument("nodes_file", required=False, metavar="[NODES_FILE]"),
-        click.option("--slurm", is_flag=True, help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST)."),
+        click.option("--slurm", is_flag=True,
+                     help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST)."),
         click.option("--user", help="Default SSH user (a user@ in the file wins)."),
         click.option("--port", type=click.IntRange(1, 65535), help="Default SSH port (a :port in the file wins)."),
         click.option("--python", "python_path", help="Default interpreter on the nodes (python= in the file wins)."),

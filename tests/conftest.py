@@ -1,11 +1,11 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from clustercheck.sandbox import Sandbox, down, missing_requirements
-from clustercheck.sandbox import faults
+from clustercheck.sandbox import Sandbox, down, faults, missing_requirements
 
 SANDBOX_NODES = 4
 _sandbox_counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -67,3 +67,11 @@ def leftover(pattern: str) -> int:
     """How many processes on this host (every node shares its pid space) match pattern."""
     out = subprocess.run(["pgrep", "-fc", pattern], capture_output=True, text=True).stdout.strip()
     return int(out or 0)
+
+
+def gone(pattern: str, within_s: float = 3.0) -> bool:
+    """No process matches pattern, allowing within_s for channels closing and guards exiting."""
+    deadline = time.monotonic() + within_s
+    while leftover(pattern) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return leftover(pattern) == 0

@@ -14,11 +14,13 @@ pytestmark = pytest.mark.sandbox
 def debris(name):
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    sshd = subprocess.run(["pgrep", "-f", f"clustercheck-sandbox/{name}/"], capture_output=True, text=True)
+    etc = os.listdir("/etc/netns") if os.path.isdir("/etc/netns") else []
     return {
-        "netns": [l.split()[0] for l in netns.splitlines() if l.startswith(f"{name}-n")],
-        "links": [l.split(": ")[1] for l in links.splitlines() if l.split(": ")[1].startswith(f"{name}-")],
-        "etc": [e for e in os.listdir("/etc/netns") if e.startswith(f"{name}-n")] if os.path.isdir("/etc/netns") else [],
-        "sshd": subprocess.run(["pgrep", "-f", f"clustercheck-sandbox/{name}/"], capture_output=True, text=True).stdout.split(),
+        "netns": [line.split()[0] for line in netns.splitlines() if line.startswith(f"{name}-n")],
+        "links": [line.split(": ")[1] for line in links.splitlines() if line.split(": ")[1].startswith(f"{name}-")],
+        "etc": [e for e in etc if e.startswith(f"{name}-n")],
+        "sshd": sshd.stdout.split(),
         "state": os.path.exists(f"/run/clustercheck-sandbox/{name}"),
     }
 

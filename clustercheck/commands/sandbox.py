@@ -4,8 +4,7 @@ import click
 from tabulate import tabulate
 
 from clustercheck.errors import EXIT_FAIL
-from clustercheck.sandbox import Sandbox, SandboxError, down, list_sandboxes
-from clustercheck.sandbox import faults
+from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
 
 name_option = click.option("--name", default="cc0", show_default=True,
                            help="Sandbox name: the prefix of its nodes, links and namespaces.")

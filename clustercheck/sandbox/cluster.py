@@ -204,6 +204,7 @@ class Sandbox:
             pidfile = f"{self.dir}/sshd.{node.name}.pid"
             if os.path.exists(pidfile):
                 os.unlink(pidfile)
+            node.sshd_pid = 0
             # A UTS namespace of its own gives the node its hostname; sshd's sessions inherit it,
             # and the mount namespace `ip netns exec` made (with the node's /etc/hosts).
             sh("ip", "netns", "exec", node.netns, "unshare", "--uts", "--", "/bin/sh", "-c",
@@ -215,10 +216,14 @@ class Sandbox:
                 if time.monotonic() > deadline:
                     raise SandboxError(f"sshd of {node.name} did not start; see {self.dir}/sshd.{node.name}.log")
                 time.sleep(0.02)
-            while not os.path.exists(pidfile) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            with open(pidfile) as handle:
-                node.sshd_pid = int(handle.read().split()[0])
+            while not node.sshd_pid:  # sshd creates the file a moment before it writes the pid
+                try:
+                    with open(pidfile) as handle:
+                        node.sshd_pid = int(handle.read().split()[0])
+                except (OSError, IndexError, ValueError):
+                    if time.monotonic() > deadline:
+                        raise SandboxError(f"sshd of {node.name} wrote no pid to {pidfile}") from None
+                    time.sleep(0.01)
 
     def _write_client_files(self) -> None:
         with open(self.nodes_file, "w") as handle:

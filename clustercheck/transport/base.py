@@ -45,14 +45,19 @@ class Outcome(enum.Enum):
 
 
 REMEDIES = {
-    Outcome.REFUSED: "the host answers but nothing listens on the SSH port: start sshd, or fix Port / the node's address",
-    Outcome.CONNECT_TIMEOUT: "no answer within the connect timeout: the node is down, or a firewall drops the SSH port",
+    Outcome.REFUSED: "the host answers but nothing listens on the SSH port: start sshd, or fix Port / the node's "
+                     "address",
+    Outcome.CONNECT_TIMEOUT: "no answer within the connect timeout: the node is down, or a firewall drops the SSH "
+                             "port",
     Outcome.NO_ROUTE: "no route to the node: check its address and the network between here and there",
-    Outcome.NAME_UNRESOLVED: "the name does not resolve here: add it to /etc/hosts or DNS, or give HostName in ssh_config",
-    Outcome.AUTH_FAILED: "key not accepted: install your public key in the node's authorized_keys, or name the key with IdentityFile",
-    Outcome.HOSTKEY_UNKNOWN: "verify the key, then add it to known_hosts (ssh-keyscan) or rerun with --accept-new-hostkeys",
-    Outcome.HOSTKEY_CHANGED: "the node's host key differs from known_hosts: if the node was reinstalled, remove the old entry "
-                             "with ssh-keygen -R; otherwise treat it as a possible attack",
+    Outcome.NAME_UNRESOLVED: "the name does not resolve here: add it to /etc/hosts or DNS, or give HostName in "
+                             "ssh_config",
+    Outcome.AUTH_FAILED: "key not accepted: install your public key in the node's authorized_keys, or name the key "
+                         "with IdentityFile",
+    Outcome.HOSTKEY_UNKNOWN: "verify the key, then add it to known_hosts (ssh-keyscan) or rerun with "
+                             "--accept-new-hostkeys",
+    Outcome.HOSTKEY_CHANGED: "the node's host key differs from known_hosts: if the node was reinstalled, remove the "
+                             "old entry with ssh-keygen -R; otherwise treat it as a possible attack",
     Outcome.TIMED_OUT: "the command passed its deadline and was killed: raise --timeout or find what hangs",
 }
 

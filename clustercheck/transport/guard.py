@@ -3,7 +3,8 @@
 Closing an SSH channel does not kill the remote process (no pty, no SIGHUP). So each
 command runs as its own session and process group (setsid), and a watcher reads the
 channel's stdin: the tool never closes it, so EOF means the channel or connection is
-gone (deadline, Ctrl-C, crash), and the watcher kills the whole group, TERM then KILL.
+gone (deadline, Ctrl-C, crash), and the watcher kills the whole group, TERM then KILL
+(the watcher ends at once when the group has already exited).
 POSIX sh only: nothing else may be assumed on a node.
 
 Two traps the script avoids: without job control, sh gives a background list
@@ -15,7 +16,7 @@ import shlex
 _GUARD = (
     'exec 3<&0; '
     'setsid /bin/sh -c "$1" </dev/null & child=$!; '
-    '( cat <&3 >/dev/null; kill -TERM -$child; sleep 1; kill -KILL -$child ) >/dev/null 2>&1 & '
+    '( cat <&3 >/dev/null; kill -TERM -$child && { sleep 1; kill -KILL -$child; } ) >/dev/null 2>&1 & '
     'exec 3<&-; '
     'wait $child'
 )

@@ -1,0 +1,117 @@
+"""Run the probe on every node and bring back its raw facts; no judging here.
+
+The probe travels inside the command (clustercheck.probe.inline_command) and runs with
+the node's own interpreter (python= in the inventory, --python, else python3), through
+the same non-interactive SSH path a launcher uses. The clock offset is estimated
+from the probe's own timestamps, bounded by when the command was sent and answered.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from clustercheck.fanout import Cluster
+from clustercheck.inventory import Node
+from clustercheck.probe import inline_command
+from clustercheck.transport.base import NodeResult, Outcome, Transport
+
+PROBE_FILE = "env_probe.py"
+PROBE_SCHEMA = 1
+DEFAULT_PYTHON = "python3"
+PEERS_PER_NODE = 2   # each node resolves and routes to this many others (the next ones in the list)
+
+
+@dataclass
+class Probed:
+    """One node's probe: the transport's result, and the facts when there are any."""
+
+    node: Node
+    result: NodeResult
+    facts: Optional[Dict] = None
+    problem: str = ""                  # why there are no facts, in words
+    clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
+    clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
+    raw: Dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+def interpreter(node: Node) -> str:
+    return node.python or DEFAULT_PYTHON
+
+
+def probe_command(node: Node, peers: Sequence[str], workdir: Optional[str], deep: bool) -> str:
+    args = []
+    if peers:
+        args += ["--peers", ",".join(peers)]
+    if workdir:
+        args += ["--workdir", workdir]
+    if deep:
+        args.append("--deep")
+    return inline_command(interpreter(node), PROBE_FILE, args)
+
+
+def peers_of(nodes: Sequence[Node], index: int) -> List[str]:
+    others = [n.name for n in nodes[index + 1:]] + [n.name for n in nodes[:index]]
+    return [name for name in others if name not in ("localhost",)][:PEERS_PER_NODE]
+
+
+def interpret(node: Node, result: NodeResult, sent: float, answered: float) -> Probed:
+    """Facts from the probe's stdout, or the reason there are none."""
+    probed = Probed(node, result)
+    if not result.outcome.reached:
+        probed.problem = result.detail or result.outcome.value
+        return probed
+    if result.outcome is Outcome.TIMED_OUT:
+        probed.problem = f"the probe did not finish ({result.detail})"
+        return probed
+    text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    try:
+        facts = json.loads(text)
+    except ValueError:
+        err = result.stderr.strip().splitlines()
+        probed.problem = (f"the probe did not run with {interpreter(node)}: "
+                          f"{err[-1] if err else result.detail or 'no output'}")
+        return probed
+    if not isinstance(facts, dict) or facts.get("schema") != PROBE_SCHEMA:
+        probed.problem = f"the probe answered with schema {facts.get('schema') if isinstance(facts, dict) else '?'}"
+        return probed
+    if facts.get("fatal"):
+        probed.problem = f"the probe failed: {facts['fatal']}"
+        return probed
+    probed.facts = facts
+    start, end = facts.get("started"), facts.get("finished")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)):
+        # The probe started after we sent and ended before we heard back, so
+        # offset is in [end - answered, start - sent]; take the middle.
+        low, high = end - answered, start - sent
+        if high < low:  # clocks moved under us; keep the widest honest interval
+            low, high = high, low
+        probed.clock_offset_s = (low + high) / 2
+        probed.clock_uncertainty_s = (high - low) / 2
+    return probed
+
+
+def probe_cluster(cluster: Cluster, nodes: Sequence[Node], timeout_s: float, workdir: Optional[str] = None,
+                  deep: bool = False) -> List[Probed]:
+    """Probe every node; unreachable nodes come back with their outcome and no facts."""
+    index_of = {node.name: i for i, node in enumerate(nodes)}
+    by_name: Dict[str, Probed] = {}
+
+    def step(transport: Transport, node: Node) -> NodeResult:
+        command = probe_command(node, peers_of(nodes, index_of[node.name]), workdir, deep)
+        sent = time.time()
+        result = transport.run(command, timeout_s)
+        by_name[node.name] = interpret(node, result, sent, time.time())
+        return result
+
+    results = cluster.each(step, nodes)
+    probed = []
+    for node, result in zip(nodes, results):
+        probed.append(by_name.get(node.name) or interpret(node, result, 0.0, 0.0))
+    return probed

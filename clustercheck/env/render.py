@@ -1,0 +1,117 @@
+"""How `clustercheck env` shows its result: a terminal screen, JSON, a Markdown report."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Sequence
+
+from tabulate import tabulate
+
+from clustercheck.compare import group_by_value
+from clustercheck.config import Config, as_dict
+from clustercheck.env.gather import Probed
+from clustercheck.inventory import fold
+from clustercheck.result import Finding, Status, sort_findings, verdict_line, worst
+
+# Facts named in the one-line summary of what every node shares, in this order.
+HEADLINE = ("python", "torch", "torch CUDA build", "deepspeed", "NCCL wheel", "NCCL (loaded)", "NVIDIA driver",
+            "GPUs", "GPU model", "InfiniBand", "training MTU")
+
+
+def fact_groupings(probed: Sequence[Probed], values: Dict[str, Dict[str, str]]):
+    """fact -> Grouping over the nodes that have it, facts in first-seen order."""
+    order = [p.name for p in probed]
+    labels: List[str] = []
+    for node_values in values.values():
+        labels += [label for label in node_values if label not in labels]
+    out = {}
+    for label in labels:
+        per_node = {n: v.get(label, "(unset)" if label.startswith("$") else None) for n, v in values.items()}
+        out[label] = group_by_value({n: v for n, v in per_node.items() if v is not None}, order)
+    return out
+
+
+def _headline(same: Dict[str, str], num_probed: int, num_nodes: int) -> str:
+    shown = [f"{label} {same[label]}" for label in HEADLINE if label in same]
+    rest = len(same) - len(shown)
+    probed = " probed" if num_probed < num_nodes else ""
+    where = f"all {num_probed}{probed} nodes" if num_probed > 1 else f"the one{probed} node"
+    return (f"Same on {where}: " + ", ".join(shown) + (f" and {rest} more facts" if rest > 0 else ""))
+
+
+def render_terminal(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
+                    verbose: bool = False) -> str:
+    names = [p.name for p in probed]
+    reached = [p.name for p in probed if p.facts is not None]
+    lines = [f"clustercheck env: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
+             f"{len(reached)} probed", ""]
+    groupings = fact_groupings(probed, values)
+    same = {label: g.baseline for label, g in groupings.items() if g.uniform and len(g.baseline_nodes) == len(reached)}
+    if reached:
+        lines += [_headline(same, len(reached), len(names)), ""]
+    differs = [(label, g) for label, g in groupings.items() if not g.uniform or len(g.baseline_nodes) < len(reached)]
+    if differs:
+        rows = []
+        for label, g in differs:
+            others = "; ".join(f"{fold(nodes)}: {value}" for value, nodes in g.odd)
+            lacking = sorted(set(reached) - {n for _, nodes in g.groups for n in nodes})
+            if lacking:
+                others = "; ".join(filter(None, [others, f"{fold(lacking)}: unknown"]))
+            rows.append([label, f"{g.baseline}  ({fold(g.baseline_nodes)})", others])
+        lines += [tabulate(rows, headers=["differs", "most nodes", "other nodes"], tablefmt="simple"), ""]
+    passed = [f for f in findings if f.status is Status.OK]
+    for finding in sort_findings(findings):
+        if finding.status is Status.OK and not verbose:
+            continue
+        lines.append(f"{finding.status.label:<5} {finding.summary}")
+        for item in finding.evidence:
+            lines.append(f"        {item}")
+        if finding.remedy and finding.status is not Status.OK:
+            lines.append(f"      fix: {finding.remedy}")
+    if passed and not verbose:
+        lines.append(f"OK    {len(passed)} checks passed (-v lists them)")
+    lines += ["", f"Verdict: {verdict_line(findings)}"]
+    return "\n".join(lines)
+
+
+def to_json(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
+            config: Config) -> Dict:
+    status = worst(findings)
+    return {
+        "schema": 1, "command": "env", "verdict": status.name, "exit_code": status.exit_code,
+        "thresholds": as_dict(config),
+        "findings": [f.to_dict() for f in sort_findings(findings)],
+        "nodes": {p.name: {"outcome": p.result.outcome.value, "problem": p.problem or None,
+                           "clock_offset_s": p.clock_offset_s, "clock_uncertainty_s": p.clock_uncertainty_s,
+                           "compared": values.get(p.name), "facts": p.facts} for p in probed},
+    }
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
+                    config: Config, command: str) -> str:
+    names = [p.name for p in probed]
+    out = [f"# clustercheck env: {verdict_line(findings)}", "",
+           f"- when: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+           f"- command: `{command}`",
+           f"- nodes: {len(names)} ({fold(names)}); probed: {sum(1 for p in probed if p.facts is not None)}",
+           f"- thresholds: {config.source}", "", "## Findings", ""]
+    rows = [[f.status.label, _cell(f.summary), _cell("<br>".join(f.evidence)),
+             _cell(f.remedy if f.status is not Status.OK else "")] for f in sort_findings(findings)]
+    out += [tabulate(rows, headers=["status", "finding", "evidence", "fix"], tablefmt="github"), ""]
+    groupings = fact_groupings(probed, values)
+    out += ["## Facts", "", "Values shared by the most nodes first; a fact with one row is the same everywhere.", ""]
+    rows = []
+    for label, grouping in groupings.items():
+        for i, (value, nodes) in enumerate(grouping.groups):
+            rows.append([_cell(label) if i == 0 else "", _cell(value), fold(nodes)])
+    out += [tabulate(rows, headers=["fact", "value", "nodes"], tablefmt="github"), ""]
+    unreached = [p for p in probed if p.facts is None]
+    if unreached:
+        out += ["## Not probed", ""]
+        out += [f"- {p.name}: {p.problem}" for p in unreached]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,435 @@
+"""The judges of `clustercheck env`: pure functions from probed facts to Findings.
+
+Each rule looks at every node's facts and returns Findings (an OK one when it
+passed, so the report shows what was checked). Rows of ../FAILURES.md each rule
+exists for are named in its docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+from clustercheck.compare import group_by_value
+from clustercheck.config import EnvThresholds
+from clustercheck.env.facts import NOT_INSTALLED, comparable, get, gib, gpu_count, gpus, is_loopback
+from clustercheck.env.gather import Probed, interpreter
+from clustercheck.inventory import fold
+from clustercheck.result import Finding, Status
+from clustercheck.transport.base import REMEDIES, Outcome
+
+ONE_ENV = "use one environment or container image on every node (same interpreter path, same wheels)"
+
+# (fact, status when it differs, remedy). Rows 6, 7, 10, 22 of FAILURES.md.
+MUST_MATCH = [
+    ("torch", Status.FAIL, ONE_ENV),
+    ("torch CUDA build", Status.FAIL, ONE_ENV + "; a CPU-only torch on a GPU node needs the CUDA wheel"),
+    ("deepspeed", Status.FAIL, ONE_ENV),
+    ("NCCL wheel", Status.FAIL, ONE_ENV + " (the nvidia-nccl wheel is the NCCL torch loads)"),
+    ("NCCL (loaded)", Status.FAIL, ONE_ENV),
+    ("NVIDIA driver", Status.FAIL, "install the same NVIDIA driver on every node (and the matching fabric manager)"),
+    ("GPUs", Status.FAIL, "replace or re-seat the missing GPU, or leave the node out; every node needs the same "
+                          "number of ranks"),
+    ("GPU model", Status.FAIL, "use nodes of one GPU model in a job, or expect the slowest to set the pace"),
+    ("InfiniBand", Status.FAIL, "bring up the InfiniBand ports (ibstat) or leave the node out; mixed fabrics "
+                                "hang NCCL at init (set NCCL_IB_HCA to the usable HCAs)"),
+    ("torch (imported)", Status.FAIL, ONE_ENV),
+    ("deepspeed (imported)", Status.FAIL, ONE_ENV),
+    ("CUDA available", Status.FAIL, "check the driver and CUDA_VISIBLE_DEVICES on the odd node"),
+    ("transformers", Status.WARN, ONE_ENV),
+    ("accelerate", Status.WARN, ONE_ENV),
+    ("numpy", Status.WARN, ONE_ENV),
+    ("triton", Status.WARN, ONE_ENV),
+    ("cuDNN wheel", Status.WARN, ONE_ENV),
+    ("CUDA (driver)", Status.WARN, "install the same NVIDIA driver on every node"),
+    ("nvcc", Status.WARN, "install the same CUDA toolkit where extensions are compiled (DeepSpeed ops)"),
+    ("GPU memory", Status.WARN, "use nodes with the same GPU memory, or size the job for the smallest"),
+    ("kernel", Status.WARN, "align kernels (and with them the NVIDIA and InfiniBand drivers)"),
+    ("glibc", Status.WARN, "align the OS images"),
+]
+CRITICAL_XIDS = {48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 123, 140}
+HW_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"}
+
+
+@dataclass
+class EnvContext:
+    probed: List[Probed]
+    limits: EnvThresholds
+
+    def __post_init__(self):
+        self.order = [p.name for p in self.probed]
+        self.ok = [p for p in self.probed if p.facts is not None]
+        self.values = {p.name: comparable(p.facts, p.node.ifname) for p in self.ok}
+
+
+def _nodes_finding(check: str, status: Status, bad: Dict[str, str], summary: str, remedy: str,
+                   ok_summary: str) -> List[Finding]:
+    """A per-node rule's outcome: one finding naming the bad nodes with their evidence, or one OK."""
+    if not bad:
+        return [Finding(check, Status.OK, ok_summary)]
+    groups: Dict[str, List[str]] = {}
+    for node, evidence in bad.items():
+        groups.setdefault(evidence, []).append(node)
+    evidence = [f"{fold(nodes)}: {text}" for text, nodes in groups.items()]
+    return [Finding(check, status, summary.format(nodes=fold(list(bad)), count=len(bad)), evidence, remedy,
+                    list(bad))]
+
+
+def unreachable(ctx: EnvContext) -> List[Finding]:
+    """Nodes with no facts: not reached, or the probe did not run there (row 7)."""
+    findings = []
+    for p in ctx.probed:
+        if p.facts is not None:
+            continue
+        outcome = p.result.outcome
+        if outcome.reached and outcome is not Outcome.TIMED_OUT:
+            remedy = (f"name the interpreter that trains there (python= in the nodes file, or --python): "
+                      f"non-interactive SSH found no working {interpreter(p.node)}")
+            summary = f"{p.name}: the probe did not run"
+        else:
+            remedy = REMEDIES.get(outcome, "") or "check the node"
+            summary = f"{p.name}: {outcome.value}"
+        findings.append(Finding("reach", Status.FAIL, summary, [p.problem], remedy, [p.name]))
+    if not findings:
+        findings.append(Finding("reach", Status.OK, f"probed all {len(ctx.probed)} nodes"))
+    return findings
+
+
+def _mismatch(ctx: EnvContext, fact: str, status: Status, remedy: str) -> List[Finding]:
+    values = {node: v[fact] for node, v in ctx.values.items() if fact in v}
+    if not values:
+        return []
+    grouping = group_by_value(values, ctx.order)
+    check = f"same.{fact}"
+    if grouping.uniform:
+        return [Finding(check, Status.OK, f"{fact}: {grouping.baseline} on all {len(values)} nodes")]
+    missing = [nodes for value, nodes in grouping.groups if value == NOT_INSTALLED]
+    if missing and grouping.baseline != NOT_INSTALLED:
+        summary = f"{fact} is not installed on {fold(missing[0])}"
+    elif grouping.clear_majority:
+        odd = "; ".join(f"{fold(nodes)} has {value}" for value, nodes in grouping.odd)
+        summary = f"{fact} differs: {odd} (the others: {grouping.baseline})"
+    else:
+        summary = f"{fact} differs across nodes, no majority"
+    return [Finding(check, status, summary, grouping.evidence(), remedy,
+                    grouping.odd_nodes if grouping.clear_majority else list(values))]
+
+
+def must_match(ctx: EnvContext) -> List[Finding]:
+    findings = []
+    for fact, status, remedy in MUST_MATCH:
+        findings += _mismatch(ctx, fact, status, remedy)
+    return findings
+
+
+def python_version(ctx: EnvContext) -> List[Finding]:
+    """Python minor versions must match (pickled objects, compiled extensions); patch differences warn."""
+    values = {n: v["python"] for n, v in ctx.values.items() if "python" in v}
+    if not values:
+        return []
+    minor = group_by_value({n: ".".join(v.split(".")[:2]) for n, v in values.items()}, ctx.order)
+    full = group_by_value(values, ctx.order)
+    if full.uniform:
+        return [Finding("same.python", Status.OK, f"python: {full.baseline} on all {len(values)} nodes")]
+    status = Status.WARN if minor.uniform else Status.FAIL
+    what = "patch level" if minor.uniform else "version"
+    odd = "; ".join(f"{fold(nodes)} has {value}" for value, nodes in full.odd)
+    return [Finding("same.python", status, f"python {what} differs: {odd} (the others: {full.baseline})",
+                    full.evidence(), ONE_ENV + "; or name the same interpreter with python= / --python",
+                    full.odd_nodes)]
+
+
+def required_packages(ctx: EnvContext) -> List[Finding]:
+    findings = []
+    for name in ctx.limits.required:
+        absent = [p.name for p in ctx.ok if get(p.facts, "packages", "versions") is not None
+                  and not get(p.facts, "packages", "versions", name)]
+        if ctx.ok and len(absent) == len(ctx.ok):
+            pythons = ", ".join(sorted({interpreter(p.node) for p in ctx.ok}))
+            findings.append(Finding(f"required.{name}", Status.FAIL, f"{name} is not installed on any node",
+                                    [f"{fold(absent)}: {NOT_INSTALLED} for {pythons}"],
+                                    f"install {name} into the interpreter that trains, or point python= at the "
+                                    f"environment that has it", absent))
+    return findings
+
+
+def hostnames(ctx: EnvContext) -> List[Finding]:
+    """Rows 4 and 15: unique hostnames that resolve to a reachable (non-loopback) address."""
+    names = {p.name: get(p.facts, "host", "hostname") for p in ctx.ok if get(p.facts, "host", "hostname")}
+    grouping = group_by_value(names, ctx.order)
+    dupes = {node: f"hostname {value}" for value, nodes in grouping.groups if len(nodes) > 1 for node in nodes}
+    findings = _nodes_finding(
+        "hostname.unique", Status.FAIL, dupes, "{count} nodes share a hostname: {nodes}",
+        "give every node its own hostname; NCCL and torchrun treat nodes with the same name as one host",
+        f"hostnames are unique on {len(names)} nodes")
+    bad = {}
+    for p in ctx.ok:
+        for name, entry in (get(p.facts, "host", "resolves", default={}) or {}).items():
+            addrs = entry.get("addresses") or []
+            if entry.get("error"):
+                bad[p.name] = f"{name} does not resolve ({entry['error']})"
+            elif addrs and all(is_loopback(a) for a in addrs):
+                bad[p.name] = f"{name} resolves to {', '.join(addrs)}"
+            if p.name in bad:
+                break
+    # One node trains over loopback; as soon as there is a second, peers must reach this address.
+    findings += _nodes_finding(
+        "hostname.resolves", Status.FAIL if len(ctx.probed) > 1 else Status.WARN, bad,
+        "own hostname resolves to loopback or not at all on {nodes}",
+        "map the hostname to the node's network address in /etc/hosts (not 127.0.1.1) or DNS; Gloo binds to "
+        "what gethostname() resolves to. Or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME",
+        "every node's own hostname resolves to a network address")
+    return findings
+
+
+def shm(ctx: EnvContext) -> List[Finding]:
+    """Row 8: NCCL's shared-memory transport needs more than Docker's 64 MB /dev/shm."""
+    floor = ctx.limits.shm_min_gib * 2 ** 30
+    bad = {}
+    for p in ctx.ok:
+        facts = get(p.facts, "storage", "shm")
+        if facts is None:
+            continue
+        if facts.get("missing"):
+            bad[p.name] = "no /dev/shm"
+        elif facts.get("total_bytes", 0) < floor:
+            bad[p.name] = f"/dev/shm is {gib(facts['total_bytes'])}"
+    return _nodes_finding("shm", Status.FAIL, bad, "/dev/shm smaller than {floor} on {{nodes}}".format(
+        floor=gib(floor)), "run containers with --shm-size=16g or --ipc=host; on hosts, remount /dev/shm larger",
+        f"/dev/shm is at least {gib(floor)} everywhere")
+
+
+def memlock(ctx: EnvContext) -> List[Finding]:
+    """Row 9: InfiniBand registers memory; a memlock limit breaks ibv_reg_mr."""
+    if not any(get(p.facts, "infiniband") for p in ctx.ok):
+        return []
+    bad = {}
+    for p in ctx.ok:
+        if get(p.facts, "infiniband") and get(p.facts, "limits", "memlock", "soft") not in (None, "unlimited"):
+            bad[p.name] = f"memlock {get(p.facts, 'limits', 'memlock', 'soft')} bytes with InfiniBand present"
+    return _nodes_finding("memlock", Status.FAIL, bad, "locked memory is limited on InfiniBand nodes {nodes}",
+                          "set memlock unlimited (/etc/security/limits.conf, and LimitMEMLOCK=infinity for "
+                          "slurmd / sshd / containers)", "memlock is unlimited wherever InfiniBand is present")
+
+
+def nofile(ctx: EnvContext) -> List[Finding]:
+    bad = {p.name: f"nofile {get(p.facts, 'limits', 'nofile', 'soft')}" for p in ctx.ok
+           if isinstance(get(p.facts, "limits", "nofile", "soft"), int)
+           and get(p.facts, "limits", "nofile", "soft") < ctx.limits.nofile_min}
+    return _nodes_finding("nofile", Status.WARN, bad, f"open-file limit below {ctx.limits.nofile_min} on {{nodes}}",
+                          "raise nofile (ulimit -n) for the launch path; data loaders and NCCL open many",
+                          f"open-file limit at least {ctx.limits.nofile_min} everywhere")
+
+
+def training_mtu(ctx: EnvContext) -> List[Finding]:
+    """Row 12: the MTU of the interface training uses must be the same everywhere; row 14: it must exist."""
+    missing = {n: f"{v['training interface']}: no such interface" for n, v in ctx.values.items()
+               if v.get("training MTU") == "no such interface"}
+    findings = _nodes_finding("interface.exists", Status.FAIL, missing, "training interface missing on {nodes}",
+                              "name an interface that exists (ip -br link) in ifname= / NCCL_SOCKET_IFNAME",
+                              "the training interface exists on every node")
+    values = {n: v["training MTU"] for n, v in ctx.values.items()
+              if "training MTU" in v and n not in missing}
+    if not values:
+        return findings
+    grouping = group_by_value(values, ctx.order)
+    ifnames = {n: ctx.values[n]["training interface"] for n in values}
+    if grouping.uniform:
+        findings.append(Finding("interface.mtu", Status.OK, f"MTU {grouping.baseline} on the training interface "
+                                                             f"of all {len(values)} nodes"))
+        return findings
+    odd = "; ".join(f"{fold(nodes)} has {value}" for value, nodes in grouping.odd)
+    findings.append(Finding(
+        "interface.mtu", Status.FAIL, f"MTU differs on the training interface: {odd} (the others: {grouping.baseline})",
+        [f"{fold(nodes)}: MTU {value} on {', '.join(sorted({ifnames[n] for n in nodes}))}"
+         for value, nodes in grouping.groups],
+        f"set MTU {grouping.baseline} on every node's training interface (ip link set dev IF mtu N, and in the "
+        f"network config)", grouping.odd_nodes))
+    return findings
+
+
+def clock(ctx: EnvContext) -> List[Finding]:
+    """Row 24: clocks compared with the median node, minus what the round trip leaves unknown."""
+    offsets = {p.name: (p.clock_offset_s, p.clock_uncertainty_s or 0.0) for p in ctx.ok
+               if p.clock_offset_s is not None}
+    if len(offsets) < 2:
+        return []
+    ordered = sorted(o for o, _ in offsets.values())
+    median = ordered[len(ordered) // 2]
+    warn, fail = {}, {}
+    for node, (offset, uncertainty) in offsets.items():
+        skew = max(0.0, abs(offset - median) - uncertainty)
+        text = f"{offset - median:+.2f} s from the median node (±{uncertainty:.2f} s)"
+        if skew > ctx.limits.clock_fail_s:
+            fail[node] = text
+        elif skew > ctx.limits.clock_warn_s:
+            warn[node] = text
+    findings = []
+    remedy = "run chrony or ntpd on every node against the same servers (chronyc tracking shows the offset)"
+    if fail:
+        findings += _nodes_finding("clock", Status.FAIL, fail, f"clock off by over {ctx.limits.clock_fail_s:g} s "
+                                                              "on {nodes}", remedy, "")
+    if warn:
+        findings += _nodes_finding("clock.warn" if fail else "clock", Status.WARN, warn,
+                                   f"clock off by over {ctx.limits.clock_warn_s:g} s on {{nodes}}", remedy, "")
+    if not findings:
+        findings.append(Finding("clock", Status.OK, f"clocks agree within {ctx.limits.clock_warn_s:g} s"))
+    return findings
+
+
+def gpu_health(ctx: EnvContext) -> List[Finding]:
+    """Row 23: uncorrectable ECC errors, row remapping, retired pages, Xid events, throttling."""
+    fail, warn = {}, {}
+    for p in ctx.ok:
+        problems_fail, problems_warn = [], []
+        for gpu in gpus(p.facts):
+            tag = f"GPU {gpu.get('index')}"
+            if (gpu.get("ecc_uncorrected_volatile") or 0) > 0:
+                problems_fail.append(f"{tag}: {gpu['ecc_uncorrected_volatile']} uncorrectable ECC errors since boot")
+            if gpu.get("remap_failure"):
+                problems_fail.append(f"{tag}: row remapping failed")
+            if gpu.get("remapped_pending"):
+                problems_warn.append(f"{tag}: row remap pending (reset the GPU)")
+            if gpu.get("retired_pages_pending"):
+                problems_warn.append(f"{tag}: page retirement pending (reset the GPU)")
+            if (gpu.get("temperature_c") or 0) >= ctx.limits.gpu_temp_warn_c:
+                problems_warn.append(f"{tag}: {gpu['temperature_c']} C")
+            throttled = sorted(HW_THROTTLE.intersection(gpu.get("throttle") or []))
+            if throttled:
+                problems_warn.append(f"{tag}: clocks held down ({', '.join(throttled)})")
+        for event in get(p.facts, "kernel_log", "xid", default=[]) or []:
+            target = problems_fail if event.get("xid") in CRITICAL_XIDS else problems_warn
+            target.append(f"Xid {event.get('xid')} on {event.get('pci')}: {event.get('line')}")
+        if problems_fail:
+            fail[p.name] = "; ".join(problems_fail[:4])
+        if problems_warn:
+            warn[p.name] = "; ".join(problems_warn[:4])
+    remedy = ("drain the node and have the GPU checked (nvidia-smi -q -d ECC,ROW_REMAPPER; "
+              "https://docs.nvidia.com/deploy/xid-errors/); a pending remap or retirement clears with a GPU reset")
+    findings = []
+    if fail:
+        findings += _nodes_finding("gpu.health", Status.FAIL, fail, "GPU faults on {nodes}", remedy, "")
+    if warn:
+        findings += _nodes_finding("gpu.health.warn" if fail else "gpu.health", Status.WARN, warn,
+                                   "GPU warnings on {nodes}", remedy, "")
+    if not findings and any(gpus(p.facts) for p in ctx.ok):
+        findings.append(Finding("gpu.health", Status.OK, "no ECC errors, remaps, Xid events or throttling"))
+    return findings
+
+
+def slots(ctx: EnvContext) -> List[Finding]:
+    """Row 22: slots (ranks per node) must equal the GPUs on a GPU node."""
+    bad = {}
+    for p in ctx.ok:
+        count = gpu_count(p.facts)
+        if p.node.slots is not None and count and p.node.slots != count:
+            bad[p.name] = f"slots={p.node.slots} but {count} GPUs"
+    if not any(p.node.slots is not None and gpu_count(p.facts) for p in ctx.ok):
+        return []
+    return _nodes_finding("slots", Status.FAIL, bad, "slots in the nodes file do not match the GPU count on {nodes}",
+                          "set slots= (nproc_per_node) to the number of GPUs", "slots match the GPU count")
+
+
+def workdir(ctx: EnvContext) -> List[Finding]:
+    """Row 7: the working directory must exist (DeepSpeed's pdsh runner reuses the local path); free disk."""
+    missing, low = {}, {}
+    for p in ctx.ok:
+        facts = get(p.facts, "storage", "workdir")
+        if facts is None:
+            continue
+        if facts.get("missing"):
+            missing[p.name] = f"{facts.get('path')} does not exist"
+        elif facts.get("free_bytes", 0) < ctx.limits.disk_min_gib * 2 ** 30:
+            low[p.name] = f"{gib(facts['free_bytes'])} free in {facts.get('path')}"
+    findings = _nodes_finding("workdir", Status.FAIL, missing, "working directory missing on {nodes}",
+                              "create it, or use a shared file system: launchers start ranks in the same path",
+                              "working directory exists on every node")
+    findings += _nodes_finding("disk", Status.WARN, low, f"less than {ctx.limits.disk_min_gib:g} GiB free on {{nodes}}",
+                               "free space for checkpoints and compiled extensions (~/.cache/torch_extensions)",
+                               f"at least {ctx.limits.disk_min_gib:g} GiB free in the working directory")
+    return findings
+
+
+def socket_ifname(ctx: EnvContext) -> List[Finding]:
+    """Row 14: *_SOCKET_IFNAME must name interfaces that exist; Gloo does not take NCCL's ^ syntax."""
+    bad = {}
+    for p in ctx.ok:
+        interfaces = get(p.facts, "net", "interfaces", default={}) or {}
+        for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            value = get(p.facts, "env", var)
+            if not value:
+                continue
+            if var.startswith("GLOO") and value.startswith("^"):
+                bad[p.name] = f"{var}={value}: Gloo takes interface names, not ^exclusions"
+            elif not value.startswith("^"):
+                names = [v.lstrip("=") for v in value.split(",") if v]
+                absent = [n for n in names if not any(i == n or (not value.startswith("=") and i.startswith(n))
+                                                      for i in interfaces)]
+                if absent:
+                    bad[p.name] = f"{var}={value}: no interface {', '.join(absent)}"
+    if not any(get(p.facts, "env", v) for p in ctx.ok for v in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")):
+        return []
+    return _nodes_finding("env.ifname", Status.FAIL, bad, "socket interface settings name no interface on {nodes}",
+                          "set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to an interface of that node (ip -br addr)",
+                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name existing interfaces")
+
+
+def env_vars(ctx: EnvContext) -> List[Finding]:
+    """NCCL_* / GLOO_* / TORCH_* settings that differ between nodes change behaviour per rank."""
+    keys = sorted({k for v in ctx.values.values() for k in v if k.startswith("$")})
+    findings = []
+    for key in keys:
+        values = {n: v.get(key, "(unset)") for n, v in ctx.values.items()}
+        grouping = group_by_value(values, ctx.order)
+        if not grouping.uniform:
+            findings.append(Finding(f"same.{key}", Status.WARN, f"{key[1:]} differs between nodes",
+                                    grouping.evidence(), "set it identically on every node (or in the launcher)",
+                                    grouping.odd_nodes))
+    return findings
+
+
+def pdsh(ctx: EnvContext) -> List[Finding]:
+    """Row 18: DeepSpeed's multi-node launcher needs pdsh on the launch node (the first)."""
+    if len(ctx.probed) < 2 or not ctx.ok or ctx.ok[0].name != ctx.probed[0].name:
+        return []
+    first = ctx.ok[0]
+    if get(first.facts, "packages", "versions", "deepspeed") and get(first.facts, "tools") is not None \
+            and not get(first.facts, "tools", "pdsh"):
+        return [Finding("pdsh", Status.WARN, f"pdsh is not on PATH on {first.name}, where `deepspeed` would launch",
+                        [f"{first.name}: PATH={get(first.facts, 'tools', 'path')}"],
+                        "install pdsh (apt install pdsh), or launch with torchrun / --launcher openmpi", [first.name])]
+    return []
+
+
+def deep_imports(ctx: EnvContext) -> List[Finding]:
+    """--deep: what torch really loads. CUDA must be usable where GPUs are."""
+    bad = {}
+    for p in ctx.ok:
+        deep = get(p.facts, "deep")
+        if deep is None:
+            continue
+        if deep.get("torch_error"):
+            bad[p.name] = f"import torch: {deep['torch_error']}"
+        elif gpu_count(p.facts) and not deep.get("cuda_available"):
+            bad[p.name] = f"{gpu_count(p.facts)} GPUs but torch.cuda.is_available() is False"
+        elif deep.get("deepspeed_error") and get(p.facts, "packages", "versions", "deepspeed"):
+            bad[p.name] = f"import deepspeed: {deep['deepspeed_error']}"
+    if not any(get(p.facts, "deep") is not None for p in ctx.ok):
+        return []
+    return _nodes_finding("deep.imports", Status.FAIL, bad, "torch or deepspeed does not load on {nodes}",
+                          "reinstall the broken package into that interpreter; check LD_LIBRARY_PATH and the driver",
+                          "torch (and deepspeed where installed) import, CUDA usable where GPUs are")
+
+
+RULES: Sequence[Callable[[EnvContext], List[Finding]]] = [
+    unreachable, python_version, must_match, required_packages, hostnames, training_mtu, socket_ifname,
+    shm, memlock, nofile, clock, gpu_health, slots, workdir, pdsh, deep_imports, env_vars,
+]
+
+
+def judge(probed: Sequence[Probed], limits: Optional[EnvThresholds] = None) -> List[Finding]:
+    ctx = EnvContext(list(probed), limits or EnvThresholds())
+    findings: List[Finding] = []
+    for rule in RULES:
+        findings += rule(ctx)
+    return findings

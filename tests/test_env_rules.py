@@ -1,0 +1,313 @@
+"""The env judges, fed with a probe recorded on a sandbox node and GPU / InfiniBand facts
+recorded on real hardware (tests/data/README.md), varied one fact at a time."""
+
+import copy
+import json
+import os
+
+import pytest
+
+from clustercheck.config import Config, EnvThresholds, parse_config
+from clustercheck.env import evaluate
+from clustercheck.env.gather import Probed, interpret
+from clustercheck.env.render import render_markdown, render_terminal, to_json
+from clustercheck.errors import InputError
+from clustercheck.inventory import Node
+from clustercheck.probe import env_probe
+from clustercheck.result import Status
+from clustercheck.transport.base import NodeResult, Outcome
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def recorded_probe(name="sandbox-node.json"):
+    with open(os.path.join(DATA, "probe", name)) as handle:
+        return json.load(handle)
+
+
+def gpu_section(xml_name, copies=8):
+    with open(os.path.join(DATA, "nvidia-smi", xml_name)) as handle:
+        info = env_probe.parse_nvidia_smi_xml(handle.read())
+    info["gpus"] = [dict(info["gpus"][0], index=i) for i in range(copies)]
+    return info
+
+
+def cluster(num_nodes=4, change=None, slots=None, base="sandbox-node.json"):
+    """num_nodes probed nodes node01.. with the recorded facts; change(i, doc) varies one."""
+    probed = []
+    for i in range(num_nodes):
+        name = f"node{i + 1:02d}"
+        doc = copy.deepcopy(recorded_probe(base))
+        doc["host"]["hostname"] = name
+        doc["host"]["resolves"] = {name: {"addresses": [f"10.0.0.{i + 1}"]}}
+        if change:
+            change(i, doc)
+        node = Node(name, slots=slots)
+        p = Probed(node, NodeResult(name, Outcome.OK), facts=doc, clock_offset_s=0.01 * i,
+                   clock_uncertainty_s=0.05)
+        probed.append(p)
+    return probed
+
+
+def judged(probed, limits=None):
+    return evaluate(probed, Config(env=limits or EnvThresholds())).findings
+
+
+def bad(findings):
+    return [f for f in findings if f.status is not Status.OK]
+
+
+def only_problem(findings):
+    problems = bad(findings)
+    assert len(problems) == 1, [f.summary for f in problems]
+    return problems[0]
+
+
+def test_identical_nodes_are_ready():
+    findings = judged(cluster())
+    assert bad(findings) == []
+    assert any(f.summary.startswith("torch: 2.13.0+cpu on all 4 nodes") for f in findings)
+
+
+def test_node_without_deepspeed_is_named():
+    def drop(i, doc):
+        if i == 2:
+            doc["packages"]["versions"]["deepspeed"] = None
+    finding = only_problem(judged(cluster(change=drop)))
+    assert finding.status is Status.FAIL
+    assert finding.nodes == ["node03"]
+    assert finding.summary == "deepspeed is not installed on node03"
+    assert "node[01-02,04]: 0.19.8" in finding.evidence
+
+
+def test_torch_drift_names_the_odd_node_and_the_majority():
+    def drift(i, doc):
+        if i == 3:
+            doc["packages"]["versions"]["torch"] = "2.1.0"
+    finding = only_problem(judged(cluster(change=drift)))
+    assert finding.check == "same.torch" and finding.nodes == ["node04"]
+    assert "node04 has 2.1.0" in finding.summary and "2.13.0+cpu" in finding.summary
+
+
+def test_even_split_names_no_majority():
+    def drift(i, doc):
+        if i % 2:
+            doc["packages"]["versions"]["numpy"] = "1.26.4"
+    finding = only_problem(judged(cluster(change=drift)))
+    assert finding.status is Status.WARN
+    assert "no majority" in finding.summary and len(finding.nodes) == 4
+
+
+@pytest.mark.parametrize("version, status", [("3.11.9", Status.WARN), ("3.10.14", Status.FAIL)])
+def test_python_patch_level_warns_minor_fails(version, status):
+    def drift(i, doc):
+        if i == 0:
+            doc["python"]["version"] = version
+    finding = only_problem(judged(cluster(change=drift)))
+    assert finding.status is status and finding.nodes == ["node01"]
+
+
+def test_hostname_resolving_to_loopback_is_named():
+    def loop(i, doc):
+        if i == 1:
+            doc["host"]["resolves"] = {"node02": {"addresses": ["127.0.1.1"]}}
+    finding = only_problem(judged(cluster(change=loop)))
+    assert finding.check == "hostname.resolves" and finding.nodes == ["node02"]
+    assert "127.0.1.1" in finding.evidence[0]
+
+
+def test_duplicate_hostnames_fail():
+    def same(i, doc):
+        doc["host"]["hostname"] = "localhost" if i >= 2 else doc["host"]["hostname"]
+    finding = [f for f in bad(judged(cluster(change=same))) if f.check == "hostname.unique"][0]
+    assert finding.nodes == ["node03", "node04"]
+
+
+def test_small_dev_shm_fails():
+    def docker(i, doc):
+        if i == 0:
+            doc["storage"]["shm"]["total_bytes"] = 64 * 2 ** 20
+    finding = only_problem(judged(cluster(change=docker)))
+    assert finding.check == "shm" and "64 MiB" in finding.evidence[0]
+
+
+def test_memlock_limited_with_infiniband_fails():
+    ib = env_probe.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
+
+    def with_ib(i, doc):
+        doc["infiniband"] = ib
+        doc["limits"]["memlock"] = {"soft": "unlimited", "hard": "unlimited"} if i else {"soft": 65536,
+                                                                                         "hard": 65536}
+    finding = only_problem(judged(cluster(change=with_ib)))
+    assert finding.check == "memlock" and finding.nodes == ["node01"]
+
+
+def test_infiniband_port_down_on_one_node_fails():
+    ib = env_probe.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
+
+    def with_ib(i, doc):
+        doc["infiniband"] = copy.deepcopy(ib)
+        doc["limits"]["memlock"] = {"soft": "unlimited", "hard": "unlimited"}
+        if i == 3:
+            doc["infiniband"][1]["state"] = "DOWN"
+    finding = only_problem(judged(cluster(change=with_ib)))
+    assert finding.check == "same.InfiniBand" and finding.nodes == ["node04"]
+    assert "3/4 ports active" in finding.summary
+
+
+def test_mtu_mismatch_on_training_interface_fails():
+    def jumbo(i, doc):
+        if i == 1:
+            doc["net"]["interfaces"]["eth0"]["mtu"] = 9000
+    finding = only_problem(judged(cluster(change=jumbo)))
+    assert finding.check == "interface.mtu" and finding.nodes == ["node02"]
+    assert "node02: MTU 9000 on eth0" in finding.evidence
+
+
+def test_clock_skew_warns_then_fails():
+    probed = cluster()
+    probed[1].clock_offset_s = 2.5
+    probed[3].clock_offset_s = -9.0
+    findings = bad(judged(probed))
+    by_status = {f.status: f for f in findings}
+    assert by_status[Status.FAIL].nodes == ["node04"]
+    assert by_status[Status.WARN].nodes == ["node02"]
+
+
+def test_clock_within_uncertainty_is_not_skew():
+    probed = cluster()
+    probed[0].clock_offset_s, probed[0].clock_uncertainty_s = 1.6, 1.0
+    assert bad(judged(probed)) == []
+
+
+def test_gpu_facts_from_real_nvidia_smi_compare_and_health():
+    def gpus(i, doc):
+        doc["gpu"] = gpu_section("a100-sxm4-mig.xml", copies=8 if i != 2 else 7)
+        if i == 3:
+            doc["gpu"]["gpus"][5]["ecc_uncorrected_volatile"] = 2
+    findings = bad(judged(cluster(change=gpus, slots=8)))
+    checks = {f.check: f for f in findings}
+    assert checks["same.GPUs"].nodes == ["node03"]
+    assert checks["slots"].nodes == ["node03"]
+    assert checks["gpu.health"].nodes == ["node04"]
+    assert "GPU 5: 2 uncorrectable ECC errors" in checks["gpu.health"].evidence[0]
+
+
+def test_driver_mismatch_from_two_real_drivers():
+    def gpus(i, doc):
+        doc["gpu"] = gpu_section("rtx-4090-driver-535.xml" if i == 0 else "tesla-p100.xml", copies=1)
+    checks = {f.check: f for f in bad(judged(cluster(change=gpus)))}
+    assert checks["same.NVIDIA driver"].nodes == ["node01"]
+    assert "535.86.05" in checks["same.NVIDIA driver"].summary
+    assert checks["same.GPU model"].nodes == ["node01"]
+
+
+def test_recorded_xid_79_fails_the_node():
+    with open(os.path.join(DATA, "kmsg", "dmesg-xid79-nvsentinel-155.txt")) as handle:
+        events = env_probe.xid_lines(handle.read().splitlines())
+
+    def xid(i, doc):
+        doc["gpu"] = gpu_section("a100-sxm4-mig.xml")
+        if i == 1:
+            doc["kernel_log"] = {"readable": True, "xid": events}
+    finding = only_problem(judged(cluster(change=xid)))
+    assert finding.check == "gpu.health" and finding.status is Status.FAIL and finding.nodes == ["node02"]
+    assert "Xid 79" in finding.evidence[0]
+
+
+def test_socket_ifname_naming_a_missing_interface_fails():
+    def env(i, doc):
+        doc["env"] = {"NCCL_SOCKET_IFNAME": "ib0" if i == 0 else "eth"}
+    findings = bad(judged(cluster(change=env)))
+    checks = {f.check: f for f in findings}
+    assert checks["env.ifname"].nodes == ["node01"]
+    assert "no interface ib0" in checks["env.ifname"].evidence[0]
+    assert checks["same.$NCCL_SOCKET_IFNAME"].status is Status.WARN
+
+
+def test_missing_workdir_and_low_disk():
+    def disk(i, doc):
+        if i == 0:
+            doc["storage"]["workdir"] = {"path": "/scratch/run", "missing": True}
+        if i == 1:
+            doc["storage"]["workdir"]["free_bytes"] = 2 * 2 ** 30
+    checks = {f.check: f for f in bad(judged(cluster(change=disk)))}
+    assert checks["workdir"].nodes == ["node01"] and checks["workdir"].status is Status.FAIL
+    assert checks["disk"].nodes == ["node02"] and checks["disk"].status is Status.WARN
+
+
+def test_unreachable_node_is_not_ready_and_others_still_judged():
+    probed = cluster(3)
+    down = Node("node04")
+    probed.append(interpret(down, NodeResult("node04", Outcome.CONNECT_TIMEOUT, detail="10.0.0.4:22: no answer"),
+                            0, 0))
+    findings = judged(probed)
+    reach = [f for f in findings if f.check == "reach"][0]
+    assert reach.status is Status.FAIL and reach.nodes == ["node04"]
+    assert "firewall" in reach.remedy
+    assert any(f.summary == "torch: 2.13.0+cpu on all 3 nodes" for f in findings)
+
+
+def test_probe_that_cannot_start_names_the_interpreter():
+    node = Node("node01", python="/opt/env/bin/python")
+    result = NodeResult("node01", Outcome.COMMAND_FAILED, 127, "", "sh: 1: /opt/env/bin/python: not found\n")
+    probed = interpret(node, result, 0, 0)
+    assert probed.facts is None and "/opt/env/bin/python: not found" in probed.problem
+    finding = only_problem(judged([probed]))
+    assert "python=" in finding.remedy
+
+
+def test_clock_offset_interval_from_probe_timestamps():
+    doc = recorded_probe()
+    doc["started"], doc["finished"] = 1000.0 + 30.2, 1000.0 + 30.4
+    result = NodeResult("n", Outcome.OK, 0, json.dumps(doc))
+    probed = interpret(Node("n"), result, sent=1000.0, answered=1000.6)
+    # offset in [30.4 - 0.6, 30.2 - 0.0] = [29.8, 30.2]
+    assert probed.clock_offset_s == pytest.approx(30.0)
+    assert probed.clock_uncertainty_s == pytest.approx(0.2)
+
+
+def test_deep_facts_compare_and_judge():
+    def broken(i, doc):
+        if i == 2:
+            doc["deep"] = {"torch_error": "ImportError: libcudart.so.12: cannot open shared object file"}
+    finding = [f for f in bad(judged(cluster(change=broken, base="sandbox-node-deep.json")))
+               if f.check == "deep.imports"][0]
+    assert finding.nodes == ["node03"] and "libcudart" in finding.evidence[0]
+
+
+def test_thresholds_from_config_change_the_verdict():
+    config = parse_config("[env]\nshm_min_gib = 64000\n", "clustercheck.toml")
+    finding = only_problem(judged(cluster(), config.env))
+    assert finding.check == "shm" and len(finding.nodes) == 4
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    ("[env]\nshm_min_gb = 2\n", 2, "unknown setting"),
+    ("[env]\n\nclock_warn_s = 'one'\n", 3, "must be a number"),
+    ("[envv]\n", 1, "unknown section"),
+    ("[env]\nclock_warn_s = 3\nclock_fail_s = 2\n", 3, "clock_fail_s"),
+    ("[env\n", 1, "not valid TOML"),
+])
+def test_bad_config_names_file_and_line(text, line, needle):
+    with pytest.raises(InputError) as caught:
+        parse_config(text, "clustercheck.toml")
+    assert caught.value.line == line and needle in str(caught.value)
+    assert str(caught.value).startswith(f"clustercheck.toml:{line}:")
+
+
+def test_renderings_name_the_odd_node():
+    def drop(i, doc):
+        if i == 2:
+            doc["packages"]["versions"]["deepspeed"] = None
+    probed = cluster(change=drop)
+    result = evaluate(probed, Config())
+    screen = render_terminal(probed, result.values, result.findings)
+    assert "deepspeed is not installed on node03" in screen
+    assert "Verdict: NOT READY" in screen
+    assert "node03: not installed" in screen
+    markdown = render_markdown(probed, result.values, result.findings, Config(), "clustercheck env x")
+    assert "| FAIL" in markdown and "node[01-02,04]" in markdown
+    doc = to_json(probed, result.values, result.findings, Config())
+    assert doc["verdict"] == "FAIL" and doc["exit_code"] == 2
+    assert doc["findings"][0]["nodes"] == ["node03"]

@@ -1,0 +1,87 @@
+"""`clustercheck env` against the sandbox: real sshd, the real probe with this interpreter,
+faults made for real (a bind-mounted site-packages without deepspeed, /etc/hosts, ip link)."""
+
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import pytest
+
+from clustercheck.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK
+from clustercheck.sandbox import faults
+from tests.conftest import clustercheck, gone
+
+pytestmark = pytest.mark.sandbox
+
+
+def env(box, *args, **kwargs):
+    return clustercheck("env", box.nodes_file, "-F", box.ssh_config, "--python", sys.executable, *args, **kwargs)
+
+
+def site_packages_of(module: str) -> str:
+    spec = importlib.util.find_spec(module)  # finds it without importing it
+    return os.path.dirname(os.path.dirname(spec.origin))
+
+
+def test_a_uniform_sandbox_is_ready(box):
+    proc = env(box)
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert f"Same on all {len(box.nodes)} nodes: python {sys.version.split()[0]}" in proc.stdout
+    assert "Verdict: READY" in proc.stdout
+    assert gone("env_probe.py")
+
+
+def test_drifted_deepspeed_loopback_hostname_and_mtu_are_each_named(box):
+    n2, n3, n4 = (box.nodes[i].name for i in (1, 2, 3))
+    faults.hide_python_packages(box, n4, site_packages_of("deepspeed"), ["deepspeed"])
+    faults.hostname_to_loopback(box, n2)
+    faults.set_mtu(box, n3, 9000)
+    proc = env(box, "--json")
+    assert proc.returncode == EXIT_FAIL, proc.stderr
+    doc = json.loads(proc.stdout)
+    failed = {f["check"]: f for f in doc["findings"] if f["status"] == "FAIL"}
+    assert failed["same.deepspeed"]["nodes"] == [n4]
+    assert failed["same.deepspeed"]["summary"] == f"deepspeed is not installed on {n4}"
+    assert failed["hostname.resolves"]["nodes"] == [n2]
+    assert "127.0.1.1" in failed["hostname.resolves"]["evidence"][0]
+    assert failed["interface.mtu"]["nodes"] == [n3]
+    assert f"{n3}: MTU 9000 on eth0" in failed["interface.mtu"]["evidence"]
+    assert set(failed) == {"same.deepspeed", "hostname.resolves", "interface.mtu"}
+
+
+def test_unreachable_node_is_reported_without_holding_up_the_others(box):
+    dead = box.nodes[-1].name
+    faults.blackhole(box, dead)
+    start = time.monotonic()
+    proc = env(box, "--json", "--connect-timeout", "2")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == EXIT_FAIL, proc.stderr
+    doc = json.loads(proc.stdout)
+    reach = [f for f in doc["findings"] if f["check"] == "reach"]
+    assert [f["nodes"] for f in reach] == [[dead]]
+    assert "connect timed out" in reach[0]["summary"]
+    for node in box.nodes[:-1]:
+        assert doc["nodes"][node.name]["facts"]["schema"] == 1
+    # bounded by the connect timeout, not by a TCP timeout of minutes
+    assert elapsed < 2 + 30, elapsed
+
+
+def test_report_is_written_as_markdown(box, tmp_path):
+    faults.set_mtu(box, box.nodes[0].name, 1280)
+    proc = env(box, "--report", "--reports-dir", str(tmp_path))
+    assert proc.returncode == EXIT_FAIL
+    [report] = list(tmp_path.iterdir())
+    text = report.read_text()
+    assert text.startswith("# clustercheck env: NOT READY")
+    assert f"| FAIL     | MTU differs on the training interface: {box.nodes[0].name} has 1280" in text
+    assert f"report: {report}" in proc.stdout
+
+
+def test_bad_config_is_bad_input_and_contacts_nobody(box, tmp_path):
+    config = tmp_path / "clustercheck.toml"
+    config.write_text("[env]\nshm_min_gib = 'lots'\n")
+    proc = env(box, "--config", str(config))
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert f"{config}:2: shm_min_gib must be a number: \"'lots'\"" in proc.stderr
