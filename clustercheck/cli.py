@@ -8,6 +8,7 @@ import click
 
 from clustercheck import __version__
 from clustercheck.commands.env import env
+from clustercheck.commands.net import net
 from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
@@ -25,6 +26,7 @@ def cli():
 
 
 cli.add_command(env)
+cli.add_command(net)
 cli.add_command(run)
 cli.add_command(sandbox)
 

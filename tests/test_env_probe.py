@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from clustercheck.probe import HERE, env_probe
+from clustercheck.probe import HERE, env_probe, nodelib
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -71,11 +71,11 @@ def test_route_interface_longest_prefix_then_own_address(tmp_path):
         "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
         "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
         "ib0\t0000D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n")
-    routes = env_probe.ipv4_routes(str(tmp_path))
+    routes = nodelib.ipv4_routes(str(tmp_path))
     interfaces = {"eth0": {"ipv4": ["192.0.2.2/24"]}, "ib0": {"ipv4": ["10.213.0.2/24"]}}
-    assert env_probe.route_interface("10.213.0.7", interfaces, routes) == "ib0"
-    assert env_probe.route_interface("8.8.8.8", interfaces, routes) == "eth0"
-    assert env_probe.route_interface("10.213.0.2", interfaces, routes) == "ib0"
+    assert nodelib.route_interface("10.213.0.7", interfaces, routes) == "ib0"
+    assert nodelib.route_interface("8.8.8.8", interfaces, routes) == "eth0"
+    assert nodelib.route_interface("10.213.0.2", interfaces, routes) == "ib0"
 
 
 def test_torch_build_read_without_importing_torch(tmp_path):

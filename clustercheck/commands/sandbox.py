@@ -71,8 +71,8 @@ def status(name):
 @click.argument("value", required=False)
 @name_option
 def fault(knob, node, value, name):
-    """Make a fault on NODE: slow MBIT, drop PORT, reject PORT, mtu MTU, loopback-hostname,
-    stop-sshd, start-sshd, blackhole, or clear (undo all)."""
+    """Make a fault on NODE: slow MBIT, drop PORT[:HIGH], reject PORT[:HIGH], mtu MTU,
+    set-env VAR=VALUE, loopback-hostname, stop-sshd, start-sshd, blackhole, or clear (undo all)."""
     func, value_name, kind = faults.KNOBS[knob]
     try:
         box = Sandbox.load(name)

@@ -80,8 +80,8 @@ def training_interface(doc: Dict, inventory_ifname: Optional[str]) -> Tuple[Opti
         return inventory_ifname, "ifname= in the nodes file"
     for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
         wanted = _plain_ifname(get(doc, "env", var))
-        if wanted:
-            return interface_matching(interfaces, wanted) or wanted, var
+        if wanted and interface_matching(interfaces, wanted):  # a missing one is reported by its own rule
+            return interface_matching(interfaces, wanted), var
     routed = [p.get("ifname") for p in (get(doc, "net", "peers", default={}) or {}).values() if p.get("ifname")]
     routed = [name for name in routed if name != "lo"]
     if routed:

@@ -78,11 +78,11 @@ def interpret(node: Node, result: NodeResult, sent: float, answered: float) -> P
         probed.problem = (f"the probe did not run with {interpreter(node)}: "
                           f"{err[-1] if err else result.detail or 'no output'}")
         return probed
+    if isinstance(facts, dict) and facts.get("fatal"):
+        probed.problem = f"the probe failed: {facts['fatal']}"
+        return probed
     if not isinstance(facts, dict) or facts.get("schema") != PROBE_SCHEMA:
         probed.problem = f"the probe answered with schema {facts.get('schema') if isinstance(facts, dict) else '?'}"
-        return probed
-    if facts.get("fatal"):
-        probed.problem = f"the probe failed: {facts['fatal']}"
         return probed
     probed.facts = facts
     start, end = facts.get("started"), facts.get("finished")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Dict, List, Sequence
 
 from tabulate import tabulate
@@ -11,7 +10,8 @@ from clustercheck.compare import group_by_value
 from clustercheck.config import Config, as_dict
 from clustercheck.env.gather import Probed
 from clustercheck.inventory import fold
-from clustercheck.result import Finding, Status, sort_findings, verdict_line, worst
+from clustercheck.render import cell, findings_lines, findings_markdown, report_header
+from clustercheck.result import Finding, sort_findings, worst
 
 # Facts named in the one-line summary of what every node shares, in this order.
 HEADLINE = ("python", "torch", "torch CUDA build", "deepspeed", "NCCL wheel", "NCCL (loaded)", "NVIDIA driver",
@@ -59,18 +59,7 @@ def render_terminal(probed: Sequence[Probed], values: Dict[str, Dict[str, str]],
                 others = "; ".join(filter(None, [others, f"{fold(lacking)}: unknown"]))
             rows.append([label, f"{g.baseline}  ({fold(g.baseline_nodes)})", others])
         lines += [tabulate(rows, headers=["differs", "most nodes", "other nodes"], tablefmt="simple"), ""]
-    passed = [f for f in findings if f.status is Status.OK]
-    for finding in sort_findings(findings):
-        if finding.status is Status.OK and not verbose:
-            continue
-        lines.append(f"{finding.status.label:<5} {finding.summary}")
-        for item in finding.evidence:
-            lines.append(f"        {item}")
-        if finding.remedy and finding.status is not Status.OK:
-            lines.append(f"      fix: {finding.remedy}")
-    if passed and not verbose:
-        lines.append(f"OK    {len(passed)} checks passed (-v lists them)")
-    lines += ["", f"Verdict: {verdict_line(findings)}"]
+    lines += findings_lines(findings, verbose)
     return "\n".join(lines)
 
 
@@ -87,27 +76,19 @@ def to_json(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], finding
     }
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
                     config: Config, command: str) -> str:
     names = [p.name for p in probed]
-    out = [f"# clustercheck env: {verdict_line(findings)}", "",
-           f"- when: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
-           f"- command: `{command}`",
-           f"- nodes: {len(names)} ({fold(names)}); probed: {sum(1 for p in probed if p.facts is not None)}",
-           f"- thresholds: {config.source}", "", "## Findings", ""]
-    rows = [[f.status.label, _cell(f.summary), _cell("<br>".join(f.evidence)),
-             _cell(f.remedy if f.status is not Status.OK else "")] for f in sort_findings(findings)]
-    out += [tabulate(rows, headers=["status", "finding", "evidence", "fix"], tablefmt="github"), ""]
+    out = report_header("env", findings, command, [
+        f"- nodes: {len(names)} ({fold(names)}); probed: {sum(1 for p in probed if p.facts is not None)}",
+        f"- thresholds: {config.source}"])
+    out += findings_markdown(findings)
     groupings = fact_groupings(probed, values)
     out += ["## Facts", "", "Values shared by the most nodes first; a fact with one row is the same everywhere.", ""]
     rows = []
     for label, grouping in groupings.items():
         for i, (value, nodes) in enumerate(grouping.groups):
-            rows.append([_cell(label) if i == 0 else "", _cell(value), fold(nodes)])
+            rows.append([cell(label) if i == 0 else "", cell(value), fold(nodes)])
     out += [tabulate(rows, headers=["fact", "value", "nodes"], tablefmt="github"), ""]
     unreached = [p for p in probed if p.facts is None]
     if unreached:

@@ -62,7 +62,7 @@ class EnvContext:
         self.values = {p.name: comparable(p.facts, p.node.ifname) for p in self.ok}
 
 
-def _nodes_finding(check: str, status: Status, bad: Dict[str, str], summary: str, remedy: str,
+def nodes_finding(check: str, status: Status, bad: Dict[str, str], summary: str, remedy: str,
                    ok_summary: str) -> List[Finding]:
     """A per-node rule's outcome: one finding naming the bad nodes with their evidence, or one OK."""
     if not bad:
@@ -158,7 +158,7 @@ def hostnames(ctx: EnvContext) -> List[Finding]:
     names = {p.name: get(p.facts, "host", "hostname") for p in ctx.ok if get(p.facts, "host", "hostname")}
     grouping = group_by_value(names, ctx.order)
     dupes = {node: f"hostname {value}" for value, nodes in grouping.groups if len(nodes) > 1 for node in nodes}
-    findings = _nodes_finding(
+    findings = nodes_finding(
         "hostname.unique", Status.FAIL, dupes, "{count} nodes share a hostname: {nodes}",
         "give every node its own hostname; NCCL and torchrun treat nodes with the same name as one host",
         f"hostnames are unique on {len(names)} nodes")
@@ -173,7 +173,7 @@ def hostnames(ctx: EnvContext) -> List[Finding]:
             if p.name in bad:
                 break
     # One node trains over loopback; as soon as there is a second, peers must reach this address.
-    findings += _nodes_finding(
+    findings += nodes_finding(
         "hostname.resolves", Status.FAIL if len(ctx.probed) > 1 else Status.WARN, bad,
         "own hostname resolves to loopback or not at all on {nodes}",
         "map the hostname to the node's network address in /etc/hosts (not 127.0.1.1) or DNS; Gloo binds to "
@@ -194,7 +194,7 @@ def shm(ctx: EnvContext) -> List[Finding]:
             bad[p.name] = "no /dev/shm"
         elif facts.get("total_bytes", 0) < floor:
             bad[p.name] = f"/dev/shm is {gib(facts['total_bytes'])}"
-    return _nodes_finding("shm", Status.FAIL, bad, "/dev/shm smaller than {floor} on {{nodes}}".format(
+    return nodes_finding("shm", Status.FAIL, bad, "/dev/shm smaller than {floor} on {{nodes}}".format(
         floor=gib(floor)), "run containers with --shm-size=16g or --ipc=host; on hosts, remount /dev/shm larger",
         f"/dev/shm is at least {gib(floor)} everywhere")
 
@@ -207,7 +207,7 @@ def memlock(ctx: EnvContext) -> List[Finding]:
     for p in ctx.ok:
         if get(p.facts, "infiniband") and get(p.facts, "limits", "memlock", "soft") not in (None, "unlimited"):
             bad[p.name] = f"memlock {get(p.facts, 'limits', 'memlock', 'soft')} bytes with InfiniBand present"
-    return _nodes_finding("memlock", Status.FAIL, bad, "locked memory is limited on InfiniBand nodes {nodes}",
+    return nodes_finding("memlock", Status.FAIL, bad, "locked memory is limited on InfiniBand nodes {nodes}",
                           "set memlock unlimited (/etc/security/limits.conf, and LimitMEMLOCK=infinity for "
                           "slurmd / sshd / containers)", "memlock is unlimited wherever InfiniBand is present")
 
@@ -216,7 +216,7 @@ def nofile(ctx: EnvContext) -> List[Finding]:
     bad = {p.name: f"nofile {get(p.facts, 'limits', 'nofile', 'soft')}" for p in ctx.ok
            if isinstance(get(p.facts, "limits", "nofile", "soft"), int)
            and get(p.facts, "limits", "nofile", "soft") < ctx.limits.nofile_min}
-    return _nodes_finding("nofile", Status.WARN, bad, f"open-file limit below {ctx.limits.nofile_min} on {{nodes}}",
+    return nodes_finding("nofile", Status.WARN, bad, f"open-file limit below {ctx.limits.nofile_min} on {{nodes}}",
                           "raise nofile (ulimit -n) for the launch path; data loaders and NCCL open many",
                           f"open-file limit at least {ctx.limits.nofile_min} everywhere")
 
@@ -225,7 +225,7 @@ def training_mtu(ctx: EnvContext) -> List[Finding]:
     """Row 12: the MTU of the interface training uses must be the same everywhere; row 14: it must exist."""
     missing = {n: f"{v['training interface']}: no such interface" for n, v in ctx.values.items()
                if v.get("training MTU") == "no such interface"}
-    findings = _nodes_finding("interface.exists", Status.FAIL, missing, "training interface missing on {nodes}",
+    findings = nodes_finding("interface.exists", Status.FAIL, missing, "training interface missing on {nodes}",
                               "name an interface that exists (ip -br link) in ifname= / NCCL_SOCKET_IFNAME",
                               "the training interface exists on every node")
     values = {n: v["training MTU"] for n, v in ctx.values.items()
@@ -267,10 +267,10 @@ def clock(ctx: EnvContext) -> List[Finding]:
     findings = []
     remedy = "run chrony or ntpd on every node against the same servers (chronyc tracking shows the offset)"
     if fail:
-        findings += _nodes_finding("clock", Status.FAIL, fail, f"clock off by over {ctx.limits.clock_fail_s:g} s "
+        findings += nodes_finding("clock", Status.FAIL, fail, f"clock off by over {ctx.limits.clock_fail_s:g} s "
                                                               "on {nodes}", remedy, "")
     if warn:
-        findings += _nodes_finding("clock.warn" if fail else "clock", Status.WARN, warn,
+        findings += nodes_finding("clock.warn" if fail else "clock", Status.WARN, warn,
                                    f"clock off by over {ctx.limits.clock_warn_s:g} s on {{nodes}}", remedy, "")
     if not findings:
         findings.append(Finding("clock", Status.OK, f"clocks agree within {ctx.limits.clock_warn_s:g} s"))
@@ -308,9 +308,9 @@ def gpu_health(ctx: EnvContext) -> List[Finding]:
               "https://docs.nvidia.com/deploy/xid-errors/); a pending remap or retirement clears with a GPU reset")
     findings = []
     if fail:
-        findings += _nodes_finding("gpu.health", Status.FAIL, fail, "GPU faults on {nodes}", remedy, "")
+        findings += nodes_finding("gpu.health", Status.FAIL, fail, "GPU faults on {nodes}", remedy, "")
     if warn:
-        findings += _nodes_finding("gpu.health.warn" if fail else "gpu.health", Status.WARN, warn,
+        findings += nodes_finding("gpu.health.warn" if fail else "gpu.health", Status.WARN, warn,
                                    "GPU warnings on {nodes}", remedy, "")
     if not findings and any(gpus(p.facts) for p in ctx.ok):
         findings.append(Finding("gpu.health", Status.OK, "no ECC errors, remaps, Xid events or throttling"))
@@ -326,7 +326,7 @@ def slots(ctx: EnvContext) -> List[Finding]:
             bad[p.name] = f"slots={p.node.slots} but {count} GPUs"
     if not any(p.node.slots is not None and gpu_count(p.facts) for p in ctx.ok):
         return []
-    return _nodes_finding("slots", Status.FAIL, bad, "slots in the nodes file do not match the GPU count on {nodes}",
+    return nodes_finding("slots", Status.FAIL, bad, "slots in the nodes file do not match the GPU count on {nodes}",
                           "set slots= (nproc_per_node) to the number of GPUs", "slots match the GPU count")
 
 
@@ -341,10 +341,10 @@ def workdir(ctx: EnvContext) -> List[Finding]:
             missing[p.name] = f"{facts.get('path')} does not exist"
         elif facts.get("free_bytes", 0) < ctx.limits.disk_min_gib * 2 ** 30:
             low[p.name] = f"{gib(facts['free_bytes'])} free in {facts.get('path')}"
-    findings = _nodes_finding("workdir", Status.FAIL, missing, "working directory missing on {nodes}",
+    findings = nodes_finding("workdir", Status.FAIL, missing, "working directory missing on {nodes}",
                               "create it, or use a shared file system: launchers start ranks in the same path",
                               "working directory exists on every node")
-    findings += _nodes_finding("disk", Status.WARN, low, f"less than {ctx.limits.disk_min_gib:g} GiB free on {{nodes}}",
+    findings += nodes_finding("disk", Status.WARN, low, f"less than {ctx.limits.disk_min_gib:g} GiB free on {{nodes}}",
                                "free space for checkpoints and compiled extensions (~/.cache/torch_extensions)",
                                f"at least {ctx.limits.disk_min_gib:g} GiB free in the working directory")
     return findings
@@ -369,7 +369,7 @@ def socket_ifname(ctx: EnvContext) -> List[Finding]:
                     bad[p.name] = f"{var}={value}: no interface {', '.join(absent)}"
     if not any(get(p.facts, "env", v) for p in ctx.ok for v in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")):
         return []
-    return _nodes_finding("env.ifname", Status.FAIL, bad, "socket interface settings name no interface on {nodes}",
+    return nodes_finding("env.ifname", Status.FAIL, bad, "socket interface settings name no interface on {nodes}",
                           "set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to an interface of that node (ip -br addr)",
                           "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name existing interfaces")
 
@@ -416,7 +416,7 @@ def deep_imports(ctx: EnvContext) -> List[Finding]:
             bad[p.name] = f"import deepspeed: {deep['deepspeed_error']}"
     if not any(get(p.facts, "deep") is not None for p in ctx.ok):
         return []
-    return _nodes_finding("deep.imports", Status.FAIL, bad, "torch or deepspeed does not load on {nodes}",
+    return nodes_finding("deep.imports", Status.FAIL, bad, "torch or deepspeed does not load on {nodes}",
                           "reinstall the broken package into that interpreter; check LD_LIBRARY_PATH and the driver",
                           "torch (and deepspeed where installed) import, CUDA usable where GPUs are")
 

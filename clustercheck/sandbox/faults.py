@@ -42,18 +42,20 @@ def slow_link(box: Sandbox, name: str, mbit: float) -> None:
     _record(box, node, f"link {mbit:g} Mbit/s")
 
 
-def drop_port(box: Sandbox, name: str, port: int) -> None:
-    """Inbound TCP to `port` on the node is silently dropped: connects time out (filtered)."""
+def drop_port(box: Sandbox, name: str, port) -> None:
+    """Inbound TCP to `port` (or a range "LOW:HIGH") on the node is silently dropped: connects time out."""
     node = box.node(name)
-    _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-p", "tcp", "--dport", str(port), "-j", "DROP")
+    # NEW only, as a stateful firewall does: replies to the node's own connections still pass.
+    _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-p", "tcp", "--dport", str(port),
+              "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP")
     _record(box, node, f"drop tcp/{port}")
 
 
-def reject_port(box: Sandbox, name: str, port: int) -> None:
-    """Inbound TCP to `port` on the node is answered with a reset: connects are refused."""
+def reject_port(box: Sandbox, name: str, port) -> None:
+    """Inbound TCP to `port` (or a range "LOW:HIGH") on the node is answered with a reset: connects are refused."""
     node = box.node(name)
     _iptables(box, node, "-I", "INPUT", "-i", "eth0", "-p", "tcp", "--dport", str(port),
-              "-j", "REJECT", "--reject-with", "tcp-reset")
+              "-m", "conntrack", "--ctstate", "NEW", "-j", "REJECT", "--reject-with", "tcp-reset")
     _record(box, node, f"reject tcp/{port}")
 
 
@@ -140,9 +142,29 @@ def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Se
     _record(box, node, f"hidden from python: {', '.join(hidden)}")
 
 
+def set_env(box: Sandbox, name: str, assignment: str) -> None:
+    """Every SSH session on the node gets VAR=value (sshd's SetEnv), as a login profile would.
+
+    The node's sshd restarts to take it: faults living in its mount namespace are lost, so
+    make this one first.
+    """
+    node = box.node(name)
+    var, sep, _ = assignment.partition("=")
+    if not sep or not var.isidentifier():
+        raise SandboxError(f"set-env takes VAR=value, not {assignment!r}")
+    stop_sshd(box, name)
+    with open(node.sshd_config, "a") as handle:
+        handle.write(f"SetEnv {assignment}\n")
+    start_sshd(box, name)
+    _record(box, node, f"env {assignment}")
+
+
 def clear(box: Sandbox, name: str) -> None:
     """Undo every fault on the node."""
     node = box.node(name)
+    if any(f.startswith("env ") for f in box.faults.get(node.name, [])):
+        stop_sshd(box, name)
+        box._write_sshd_config(node)
     start_sshd(box, name)
     for target in reversed(node.mounts):
         node_exec(box, name, ["umount", "-l", target], check=False)
@@ -164,8 +186,9 @@ def clear_all(box: Sandbox) -> None:
 
 KNOBS = {
     "slow": (slow_link, "MBIT", float),
-    "drop": (drop_port, "PORT", int),
-    "reject": (reject_port, "PORT", int),
+    "drop": (drop_port, "PORT", str),
+    "reject": (reject_port, "PORT", str),
+    "set-env": (set_env, "VAR=VALUE", str),
     "mtu": (set_mtu, "MTU", int),
     "loopback-hostname": (hostname_to_loopback, None, None),
     "stop-sshd": (stop_sshd, None, None),

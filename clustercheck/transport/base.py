@@ -109,6 +109,10 @@ class Transport:
         """Write data into this run's temporary directory on the node; returns its path."""
         raise NotImplementedError
 
+    def start(self, command: str) -> "Running":
+        """Start a long-running command (a listener) whose stdout is read line by line while it runs."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Kill what still runs, remove the run's temporary directory, drop the connection."""
         raise NotImplementedError
@@ -122,3 +126,33 @@ def capped(buffer: bytearray, chunk: bytes) -> None:
     room = MAX_CAPTURE_BYTES - len(buffer)
     if room > 0:
         buffer.extend(chunk[:room])
+
+
+class Running:
+    """A command still running on a node (see Transport.start). stop() kills it there."""
+
+    def readline(self, timeout_s: float) -> Optional[str]:
+        """The next line of stdout; None if none came in time or the command ended."""
+        raise NotImplementedError
+
+    def stop(self) -> str:
+        """Kill the command (its guard kills the whole group) and return its stderr so far."""
+        raise NotImplementedError
+
+
+class LineBuffer:
+    """Bytes in, complete lines out."""
+
+    def __init__(self):
+        self._data = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        capped(self._data, chunk)
+
+    def pop(self) -> Optional[str]:
+        cut = self._data.find(b"\n")
+        if cut < 0:
+            return None
+        line = bytes(self._data[:cut])
+        del self._data[:cut + 1]
+        return decode(line)

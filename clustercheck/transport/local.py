@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Optional, Set
 
-from clustercheck.transport.base import NodeResult, Outcome, Transport, capped, decode
+from clustercheck.transport.base import LineBuffer, NodeResult, Outcome, Running, Transport, capped, decode
 from clustercheck.transport.guard import guard_argv
 
 
@@ -96,6 +96,13 @@ class LocalTransport(Transport):
             handle.write(data)
         return path
 
+    def start(self, command: str) -> "LocalRunning":
+        proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        with self._lock:
+            self._running.add(proc)
+        return LocalRunning(self, proc)
+
     def close(self) -> None:
         with self._lock:
             running = list(self._running)
@@ -104,3 +111,38 @@ class LocalTransport(Transport):
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+
+
+class LocalRunning(Running):
+    def __init__(self, transport: LocalTransport, proc: subprocess.Popen):
+        self.transport = transport
+        self.proc = proc
+        self.lines = LineBuffer()
+        self.ended = False
+
+    def readline(self, timeout_s: float) -> Optional[str]:
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while True:
+                line = self.lines.pop()
+                if line is not None:
+                    return line
+                remaining = deadline - time.monotonic()
+                if self.ended or remaining <= 0:
+                    return None
+                if sel.select(remaining):
+                    chunk = os.read(self.proc.stdout.fileno(), 65536)
+                    if chunk:
+                        self.lines.feed(chunk)
+                    else:
+                        self.ended = True
+
+    def stop(self) -> str:
+        stop(self.proc)
+        err = self.proc.stderr.read() or b""
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        with self.transport._lock:
+            self.transport._running.discard(self.proc)
+        return decode(err[-65536:])

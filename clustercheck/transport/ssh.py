@@ -17,7 +17,16 @@ from typing import Dict, Optional, Tuple
 import paramiko
 
 from clustercheck.transport import sshconfig
-from clustercheck.transport.base import NodeResult, Outcome, Transport, TransportError, capped, decode
+from clustercheck.transport.base import (
+    LineBuffer,
+    NodeResult,
+    Outcome,
+    Running,
+    Transport,
+    TransportError,
+    capped,
+    decode,
+)
 from clustercheck.transport.guard import guarded
 from clustercheck.transport.hostkeys import KnownHosts, Policy, UnknownHostKey
 
@@ -248,6 +257,15 @@ class SSHTransport(Transport):
             self._release(chan)
         return path
 
+    def start(self, command: str) -> "SSHRunning":
+        chan = self._open_channel(self.ctx.settings.connect_timeout_s)
+        try:
+            chan.exec_command(guarded(command))
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self._release(chan)
+            raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot start ({exc})") from None
+        return SSHRunning(self, chan)
+
     def close(self) -> None:
         with self._lock:
             channels = list(self._channels)
@@ -262,6 +280,36 @@ class SSHTransport(Transport):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+class SSHRunning(Running):
+    def __init__(self, transport: SSHTransport, chan: paramiko.Channel):
+        self.transport = transport
+        self.chan = chan
+        self.lines = LineBuffer()
+        self.err = bytearray()
+
+    def readline(self, timeout_s: float) -> Optional[str]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line = self.lines.pop()
+            if line is not None:
+                return line
+            while self.chan.recv_stderr_ready():
+                capped(self.err, self.chan.recv_stderr(65536))
+            if self.chan.recv_ready():
+                self.lines.feed(self.chan.recv(65536))
+                continue
+            remaining = deadline - time.monotonic()
+            if self.chan.closed or self.chan.eof_received or remaining <= 0:
+                return None
+            select.select([self.chan], [], [], min(remaining, 0.5))
+
+    def stop(self) -> str:
+        while self.chan.recv_stderr_ready():
+            capped(self.err, self.chan.recv_stderr(65536))
+        self.transport._release(self.chan)  # the guard on the node kills the command's group
+        return decode(self.err)
 
 
 def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray, deadline: float) -> bool:

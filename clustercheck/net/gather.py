@@ -1,0 +1,195 @@
+"""Run the network probes on every node and bring back raw facts; no judging here.
+
+1. listeners: every node binds the rendezvous port (the master only) and a sample of its
+   ephemeral range, and reports its names and interfaces;
+2. mesh: every node connects to every other node's ports at once, through the names the
+   inventory gives (what a hostfile or MASTER_ADDR would use);
+3. opt-in: link quality in rounds where each node is in at most one pair, and SSH from
+   the first node to the others;
+then every listener is stopped (its guard kills it on the node).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from clustercheck.env.gather import interpreter
+from clustercheck.fanout import Cluster
+from clustercheck.inventory import Node
+from clustercheck.probe import inline_command
+from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
+
+PROGRAM = "net_probe"
+SCHEMA = 1
+DEFAULT_MASTER_PORT = 29500
+
+
+@dataclass
+class NetOptions:
+    master_port: int = DEFAULT_MASTER_PORT
+    samples: int = 2                 # ephemeral ports sampled per node
+    attempt_timeout_s: float = 3.0   # a connection attempt with no answer by then is "filtered"
+    start_timeout_s: float = 30.0    # for a listener to report ready
+    links: bool = False
+    stream_s: float = 0.5
+    node_ssh: bool = False
+
+
+@dataclass
+class NetFacts:
+    """What the probes reported, by node name."""
+
+    nodes: List[Node]
+    listeners: Dict[str, Dict] = field(default_factory=dict)    # node -> the listener's ready document
+    problems: Dict[str, str] = field(default_factory=dict)      # node -> why it has no listener / results
+    outcomes: Dict[str, NodeResult] = field(default_factory=dict)
+    mesh: Dict[str, Dict] = field(default_factory=dict)         # from node -> connect document
+    links: List[Dict] = field(default_factory=list)             # {"from", "to", "rtt_ms", "mbit_s"} or "error"
+    node_ssh: Optional[Dict] = None                             # {"from": node, "results": [...]}
+
+    @property
+    def master(self) -> str:
+        return self.nodes[0].name
+
+
+def parse_line(text: Optional[str]) -> Tuple[Optional[Dict], str]:
+    """(document, problem)."""
+    if not text:
+        return None, "no answer"
+    try:
+        doc = json.loads(text.strip().splitlines()[-1])
+    except ValueError:
+        return None, f"unreadable answer: {text.strip()[:200]}"
+    if not isinstance(doc, dict):
+        return None, "unreadable answer"
+    if doc.get("fatal"):
+        return None, f"the probe failed: {doc['fatal']}"
+    if doc.get("schema") != SCHEMA:
+        return None, f"the probe answered with schema {doc.get('schema')}"
+    return doc, ""
+
+
+def _result_problem(node: Node, result: NodeResult) -> Tuple[Optional[Dict], str]:
+    if not result.outcome.reached:
+        return None, result.detail or result.outcome.value
+    doc, problem = parse_line(result.stdout)
+    if doc is None and not result.stdout.strip():
+        err = result.stderr.strip().splitlines()
+        problem = f"the probe did not run with {interpreter(node)}: {err[-1] if err else result.detail}"
+    return doc, problem
+
+
+def round_robin(names: Sequence[str]) -> List[List[Tuple[str, str]]]:
+    """Rounds of disjoint pairs covering every pair once (the circle method)."""
+    players = list(names) + ([None] if len(names) % 2 else [])
+    rounds = []
+    for _ in range(len(players) - 1):
+        half = len(players) // 2
+        pairs = [(players[i], players[-1 - i]) for i in range(half)]
+        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
+        players = [players[0], players[-1]] + players[1:-1]
+    return rounds
+
+
+def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> NetFacts:
+    facts = NetFacts(list(nodes))
+    running: Dict[str, Running] = {}
+    by_name = {n.name: n for n in nodes}
+    names = [n.name for n in nodes]
+    hold_s = options.start_timeout_s + 4 * options.attempt_timeout_s + 120 + (
+        len(names) * (options.stream_s + 1) if options.links else 0)
+
+    def start_listener(transport: Transport, node: Node) -> NodeResult:
+        args = ["listen", "--samples", str(options.samples), "--hold", f"{hold_s:.0f}",
+                "--peers", ",".join(n for n in names if n != node.name)[:100000]]
+        if node.name == facts.master:
+            args += ["--master-port", str(options.master_port)]
+        started = time.monotonic()
+        handle = transport.start(inline_command(interpreter(node), PROGRAM, args))
+        running[node.name] = handle
+        line = handle.readline(options.start_timeout_s)
+        doc, problem = parse_line(line)
+        if doc is None:
+            err = handle.stop().strip().splitlines()
+            running.pop(node.name, None)
+            if line is None and err:
+                problem = f"the listener did not start with {interpreter(node)}: {err[-1]}"
+            facts.problems[node.name] = problem
+            return NodeResult(node.name, Outcome.COMMAND_FAILED, detail=problem,
+                              elapsed_s=time.monotonic() - started)
+        facts.listeners[node.name] = doc
+        return NodeResult(node.name, Outcome.OK, elapsed_s=time.monotonic() - started)
+
+    try:
+        for result in cluster.each(start_listener, nodes):
+            facts.outcomes[result.node] = result
+            if not result.ok and result.node not in facts.problems:
+                facts.problems[result.node] = result.detail or result.outcome.value
+        listening = [n for n in names if n in facts.listeners]
+
+        def mesh_step(transport: Transport, node: Node) -> NodeResult:
+            targets = []
+            for other in listening:
+                if other == node.name:
+                    continue
+                ports = list(facts.listeners[other]["ports"]["ephemeral"])
+                master = facts.listeners[other].get("master") or {}
+                if master.get("bound"):
+                    ports.insert(0, master["port"])
+                targets += [[other, other, port] for port in ports]
+            hostnames = sorted({(facts.listeners[o].get("host") or {}).get("hostname") or o for o in listening})
+            args = ["connect", "--targets", json.dumps(targets), "--timeout", f"{options.attempt_timeout_s:g}",
+                    "--resolve", ",".join(hostnames)]
+            result = transport.run(inline_command(interpreter(node), PROGRAM, args),
+                                   options.attempt_timeout_s + 30)
+            doc, problem = _result_problem(node, result)
+            if doc is None:
+                facts.problems.setdefault(node.name, f"connection attempts: {problem}")
+            else:
+                facts.mesh[node.name] = doc
+            return result
+
+        cluster.each(mesh_step, [by_name[n] for n in listening])
+        if options.links:
+            _links(cluster, facts, by_name, listening, options)
+        if options.node_ssh and len(names) > 1 and facts.master in listening:
+            first = by_name[facts.master]
+            args = ["ssh", "--hosts", ",".join(names[1:]), "--timeout", "5"]
+            result = cluster.transports[first.name].run(inline_command(interpreter(first), PROGRAM, args), 60)
+            doc, problem = _result_problem(first, result)
+            facts.node_ssh = {"from": first.name, **(doc or {"error": problem})}
+    finally:
+        for handle in running.values():
+            handle.stop()
+    return facts
+
+
+def listening_port(listener: Dict) -> Optional[int]:
+    """A port the node's listener serves (the link test talks to it)."""
+    ports = listener["ports"]["ephemeral"]
+    if ports:
+        return ports[0]
+    master = listener.get("master") or {}
+    return master.get("port") if master.get("bound") else None
+
+
+def _links(cluster: Cluster, facts: NetFacts, by_name: Dict[str, Node], listening: List[str],
+           options: NetOptions) -> None:
+    for pairs in round_robin(listening):
+        partner = dict(pairs)
+
+        def link_step(transport: Transport, node: Node, partner: Dict[str, str] = partner) -> NodeResult:
+            other = partner[node.name]
+            port = listening_port(facts.listeners[other])
+            args = ["link", "--host", other, "--port", str(port), "--stream-s", f"{options.stream_s:g}"]
+            result = transport.run(inline_command(interpreter(node), PROGRAM, args), options.stream_s + 30)
+            doc, problem = _result_problem(node, result)
+            entry = {"from": node.name, "to": other}
+            entry.update({"rtt_ms": doc.get("rtt_ms"), "mbit_s": doc.get("mbit_s")} if doc else {"error": problem})
+            facts.links.append(entry)
+            return result
+
+        cluster.each(link_step, [by_name[a] for a, b in pairs if listening_port(facts.listeners[b])])

@@ -1,0 +1,288 @@
+"""The judges of `clustercheck net`: pure functions from NetFacts to Findings.
+
+Names, interfaces and MTU are judged by the same rules as `env` (the listener reports
+the same host / net / env sections as the env probe); the mesh, the rendezvous port,
+peer name resolution, node-to-node SSH and link quality are judged here. The rows of
+../FAILURES.md each rule is for are named in its docstring.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import statistics
+from typing import Dict, List, Sequence, Set, Tuple
+
+from clustercheck.config import EnvThresholds
+from clustercheck.env import rules as env_rules
+from clustercheck.env.facts import get, is_loopback, training_interface
+from clustercheck.env.gather import Probed
+from clustercheck.inventory import fold
+from clustercheck.net.gather import NetFacts
+from clustercheck.result import Finding, Status
+from clustercheck.transport.base import NodeResult, Outcome
+
+FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
+
+
+def as_probed(facts: NetFacts) -> List[Probed]:
+    """The listeners' reports in the shape the env rules judge."""
+    probed = []
+    for node in facts.nodes:
+        doc = facts.listeners.get(node.name)
+        result = facts.outcomes.get(node.name) or NodeResult(node.name, Outcome.OK)
+        probed.append(Probed(node, result, facts=doc, problem=facts.problems.get(node.name, "")))
+    return probed
+
+
+def attempts(facts: NetFacts) -> List[Tuple[str, str, int, str, Dict]]:
+    """(from, to, port, state, raw) for every connection attempt made."""
+    rows = []
+    for source in [n.name for n in facts.nodes if n.name in facts.mesh]:  # inventory order
+        for entry in facts.mesh[source].get("results", []):
+            rows.append((source, entry["to"], entry["port"], entry.get("state", "?"), entry))
+    return rows
+
+
+def _port_range(facts: NetFacts, node: str) -> str:
+    low, high = get(facts.listeners.get(node), "ephemeral_range", default=[32768, 60999])
+    return f"{low}-{high}"
+
+
+def mesh(facts: NetFacts, master_port_number: int) -> List[Finding]:
+    """Rows 1-2: every node reaches every other node's ports, both directions.
+
+    The rendezvous port on the master is judged by master_port()."""
+    rows = attempts(facts)
+    if not rows:
+        return []
+    failed = [r for r in rows if (r[3] in FAILED_STATES or r[3].startswith("error"))
+              and (r[1], r[2]) != (facts.master, master_port_number)]
+    if not failed:
+        return [Finding("net.mesh", Status.OK, f"all {len(rows)} connections open between {len(facts.mesh)} nodes "
+                                               f"({len({(r[0], r[1]) for r in rows})} ordered pairs)")]
+    sources = sorted(facts.mesh)
+    findings = []
+    # Blame a node's inbound side when every attempt to one of its ports failed from every peer.
+    by_target: Dict[Tuple[str, int, str], Set[str]] = {}
+    for source, target, port, state, _ in failed:
+        by_target.setdefault((target, port, state), set()).add(source)
+    explained: Set[Tuple[str, str, int]] = set()
+    inbound: Dict[Tuple[str, str], List[int]] = {}
+    for (target, port, state), froms in sorted(by_target.items()):
+        peers = [s for s in sources if s != target]
+        if len(peers) > 1 and set(peers) <= froms:
+            inbound.setdefault((target, state), []).append(port)
+            explained.update((s, target, port) for s in peers)
+    for (target, state), ports in sorted(inbound.items()):
+        ports_text = ", ".join(str(p) for p in sorted(ports))
+        findings.append(Finding(
+            "net.inbound", Status.FAIL,
+            f"{target} {'drops' if state == 'filtered' else 'rejects' if state == 'refused' else 'cannot take'} "
+            f"inbound TCP on port{'s' if len(ports) > 1 else ''} {ports_text} from every peer ({state})",
+            [f"{fold([s for s in sources if s != target])} -> {target}:{p}: {state}" for p in sorted(ports)],
+            _open_remedy(facts, target, ports), [target]))
+    rest = [r for r in failed if (r[0], r[1], r[2]) not in explained]
+    pairs: Dict[Tuple[str, str, str], List[int]] = {}
+    for source, target, port, state, _ in rest:
+        pairs.setdefault((source, target, state), []).append(port)
+    for (source, target, state), ports in sorted(pairs.items()):
+        ports_text = ", ".join(str(p) for p in sorted(ports))
+        findings.append(Finding(
+            "net.pair", Status.FAIL, f"{source} -> {target}: port{'s' if len(ports) > 1 else ''} {ports_text} {state}",
+            [f"{source} -> {target}:{p}: {state}" for p in sorted(ports)],
+            _open_remedy(facts, target, ports) + f" (the other direction and other peers work: look for a rule "
+                                                 f"naming {source}'s address on {target}, or a route between them)",
+            [source, target]))
+    return findings
+
+
+def _open_remedy(facts: NetFacts, target: str, ports: Sequence[int]) -> str:
+    return (f"allow TCP from the other nodes on {target}: the rendezvous port and the ephemeral range "
+            f"{_port_range(facts, target)} that NCCL, Gloo and the c10d store listen on (e.g. iptables -I INPUT -p "
+            f"tcp -s <cluster subnet> -j ACCEPT); or narrow the range with sysctl net.ipv4.ip_local_port_range "
+            f"and open just that")
+
+
+def master_port(facts: NetFacts, master_port_number: int) -> List[Finding]:
+    """Rows 3 and 17: the rendezvous port is free on the master, and every worker reaches it."""
+    master = facts.master
+    listener = facts.listeners.get(master)
+    if listener is None:
+        return []
+    bind = listener.get("master") or {}
+    if not bind.get("bound"):
+        holder = bind.get("holder") or {}
+        held = (f" (held by pid {holder['pid']}: {holder.get('command')})" if holder.get("pid")
+                else f" ({holder['command']})" if holder.get("command") else "")
+        return [Finding("net.master.free", Status.FAIL,
+                        f"port {master_port_number} on {master} is in use{held}",
+                        [f"{master}: bind {master_port_number}: {bind.get('error')}"],
+                        f"stop the leftover process{' (kill ' + str(holder['pid']) + ')' if holder.get('pid') else ''}"
+                        f", or use another port (--master-port here, MASTER_PORT / --master_port for the job)",
+                        [master])]
+    findings = [Finding("net.master.free", Status.OK, f"port {master_port_number} is free on {master}")]
+    to_master = [r for r in attempts(facts) if r[1] == master and r[2] == master_port_number]
+    failed = [r for r in to_master if r[3] != "open"]
+    if failed:
+        findings.append(Finding(
+            "net.master.reach", Status.FAIL,
+            f"{fold([r[0] for r in failed])} cannot reach the rendezvous port {master}:{master_port_number} "
+            f"({', '.join(sorted({r[3] for r in failed}))})",
+            [f"{r[0]} -> {master} ({r[4].get('address', '?')}):{master_port_number}: {r[3]}" for r in failed],
+            f"open TCP port {master_port_number} on {master} to the other nodes (e.g. iptables -I INPUT -p tcp "
+            f"--dport {master_port_number} -s <cluster subnet> -j ACCEPT); MASTER_ADDR must be an address of "
+            f"{master} that every node routes to, the same on all nodes", [r[0] for r in failed]))
+    elif to_master:
+        findings.append(Finding("net.master.reach", Status.OK,
+                                f"every node reaches {master}:{master_port_number}"))
+    return findings
+
+
+def peer_names(facts: NetFacts) -> List[Finding]:
+    """Rows 4 and 21: each node's name, resolved on every other node, is an address that node has."""
+    own: Dict[str, Set[str]] = {}
+    for name, doc in facts.listeners.items():
+        addrs = set()
+        for iface in (get(doc, "net", "interfaces", default={}) or {}).values():
+            addrs.update(a.split("/")[0] for a in iface.get("ipv4", []) + iface.get("ipv6", []))
+        own[name] = addrs
+    bad: Dict[str, str] = {}
+    culprits: Set[str] = set()
+    for source, doc in facts.mesh.items():
+        for name, entry in sorted((doc.get("resolved") or {}).items()):
+            target = name if name in own else next((n for n, d in facts.listeners.items()
+                                                    if get(d, "host", "hostname") == name), None)
+            if target is None or target == source:
+                continue
+            addrs = entry.get("addresses") or []
+            if not addrs:
+                bad[f"{source}: {name}"] = f"does not resolve ({entry.get('error', 'no answer')})"
+                culprits.add(source)
+            elif own.get(target) and not any(a in own[target] and not is_loopback(a) for a in addrs):
+                bad[f"{source}: {name}"] = f"resolves to {', '.join(addrs)}, not an address of {target}"
+                culprits.add(target)
+    if not bad:
+        return [Finding("net.names", Status.OK, "every node resolves every peer's name to that peer's address")]
+    evidence = [f"{where} {what}" for where, what in sorted(bad.items())]
+    return [Finding("net.names", Status.FAIL, f"peer names resolve wrongly or not at all ({len(bad)} lookups)",
+                    evidence[:20] + ([f"... and {len(evidence) - 20} more"] if len(evidence) > 20 else []),
+                    "make /etc/hosts (or DNS) identical on every node, each name mapping to the node's address on "
+                    "the training network", sorted(culprits))]
+
+
+def interfaces(facts: NetFacts, probed: Sequence[Probed]) -> List[Finding]:
+    """Rows 1, 13: the interface that routes to the peers, what to set, and two interfaces on one subnet."""
+    chosen = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed if p.facts is not None}
+    chosen = {n: i for n, i in chosen.items() if i}
+    findings = []
+    if chosen:
+        values = sorted(set(chosen.values()))
+        if len(values) == 1:
+            findings.append(Finding("net.ifname", Status.OK,
+                                    f"the peers are reached through {values[0]} on every node: set "
+                                    f"NCCL_SOCKET_IFNAME={values[0]} GLOO_SOCKET_IFNAME={values[0]}"))
+        else:
+            groups: Dict[str, List[str]] = {}
+            for node, iface in chosen.items():
+                groups.setdefault(iface, []).append(node)
+            findings.append(Finding(
+                "net.ifname", Status.WARN, "the peers are reached through different interfaces on different nodes",
+                [f"{fold(nodes)}: {iface}" for iface, nodes in groups.items()],
+                f"set GLOO_SOCKET_IFNAME per node to the value above, and NCCL_SOCKET_IFNAME={','.join(values)}",
+                [n for iface, nodes in groups.items() if iface != values[0] for n in nodes]))
+    same_subnet = {}
+    for p in probed:
+        subnets: Dict[str, List[str]] = {}
+        for iface, info in (get(p.facts, "net", "interfaces", default={}) or {}).items():
+            if iface == "lo" or info.get("state") not in ("up", "unknown"):
+                continue
+            for addr in info.get("ipv4", []):
+                subnets.setdefault(_network(addr), []).append(iface)
+        clash = {net: names for net, names in subnets.items() if len(set(names)) > 1}
+        if clash:
+            same_subnet[p.name] = "; ".join(f"{', '.join(sorted(set(n)))} on {net}" for net, n in clash.items())
+    findings += env_rules.nodes_finding(
+        "net.subnet", Status.WARN, same_subnet, "two interfaces on one subnet on {nodes}",
+        "give each interface its own subnet, or set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME so the route order "
+        "cannot decide", "no node has two interfaces on one subnet")
+    return findings
+
+
+def _network(cidr: str) -> str:
+    return str(ipaddress.ip_interface(cidr).network)
+
+
+def node_ssh(facts: NetFacts) -> List[Finding]:
+    """Row 19: the pdsh / DeepSpeed launcher logs in from the first node to every other, non-interactively."""
+    if facts.node_ssh is None:
+        return []
+    source = facts.node_ssh["from"]
+    if facts.node_ssh.get("error"):
+        return [Finding("net.ssh", Status.FAIL, f"could not test SSH from {source}", [facts.node_ssh["error"]],
+                        "check the interpreter on the first node", [source])]
+    bad = {r["host"]: r.get("error") or f"exit {r.get('exit_code')}" for r in facts.node_ssh["results"]
+           if not r.get("ok")}
+    if not bad:
+        return [Finding("net.ssh", Status.OK, f"{source} logs in to every other node without a password")]
+    texts = " ".join(bad.values())
+    if "Permission denied" in texts:
+        remedy = f"install {source}'s public key (ssh-copy-id) in the other nodes' authorized_keys"
+    elif "Host key verification failed" in texts:
+        remedy = f"add the nodes' host keys to {source}'s known_hosts (ssh-keyscan, after checking them)"
+    else:
+        remedy = f"make sshd reachable from {source} on the other nodes"
+    return env_rules.nodes_finding("net.ssh", Status.FAIL, bad,
+                                    f"{source} cannot log in without a password to {{nodes}} (BatchMode)",
+                                    remedy + "; DeepSpeed's pdsh launcher needs it, torchrun does not", "")
+
+
+def links(facts: NetFacts) -> List[Finding]:
+    """Link quality: name the node whose every link is slow, or whose round trips are long."""
+    if not facts.links:
+        return []
+    errors = {f"{e['from']}->{e['to']}": e["error"] for e in facts.links if e.get("error")}
+    findings = []
+    if errors:
+        findings += env_rules.nodes_finding("net.link", Status.FAIL, errors, "link test failed for {nodes}",
+                                             "see the mesh findings: the pair cannot talk", "")
+    good = [e for e in facts.links if e.get("mbit_s")]
+    if len(good) < 3:  # with fewer pairs no node can be singled out
+        if good and not errors:
+            findings.append(Finding("net.link", Status.OK, "link: " + "; ".join(
+                f"{e['from']}->{e['to']} {e['mbit_s']:.0f} Mb/s, {e['rtt_ms']:.2f} ms" for e in good)))
+        return findings
+    median_mbit = statistics.median(e["mbit_s"] for e in good)
+    median_rtt = statistics.median(e["rtt_ms"] for e in good)
+    per_node: Dict[str, List[Dict]] = {}
+    for e in good:
+        per_node.setdefault(e["from"], []).append(e)
+        per_node.setdefault(e["to"], []).append(e)
+    slow = {}
+    for node, entries in per_node.items():
+        node_mbit = statistics.median(e["mbit_s"] for e in entries)
+        node_rtt = statistics.median(e["rtt_ms"] for e in entries)
+        if node_mbit < 0.5 * median_mbit:
+            slow[node] = f"{node_mbit:.0f} Mb/s on its links (median of all pairs {median_mbit:.0f} Mb/s)"
+        elif node_rtt > 3 * median_rtt and node_rtt - median_rtt > 0.5:
+            slow[node] = f"round trip {node_rtt:.2f} ms (median of all pairs {median_rtt:.2f} ms)"
+    findings += env_rules.nodes_finding(
+        "net.link", Status.WARN, slow, "slow links on {nodes}",
+        "check the node's NIC (ethtool: speed, errors), its cable and switch port, and any traffic shaping (tc)",
+        f"link speeds even: median {median_mbit:.0f} Mb/s, round trip {median_rtt:.2f} ms over {len(good)} pairs")
+    return findings
+
+
+def judge_net(facts: NetFacts, master_port_number: int) -> List[Finding]:
+    probed = as_probed(facts)
+    ctx = env_rules.EnvContext(probed, EnvThresholds())
+    findings = env_rules.unreachable(ctx)
+    findings += master_port(facts, master_port_number)
+    findings += mesh(facts, master_port_number)
+    findings += env_rules.hostnames(ctx)
+    findings += peer_names(facts)
+    findings += interfaces(facts, probed)
+    findings += env_rules.training_mtu(ctx)
+    findings += env_rules.socket_ifname(ctx)
+    findings += node_ssh(facts)
+    findings += links(facts)
+    return findings

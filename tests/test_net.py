@@ -1,0 +1,120 @@
+"""`clustercheck net` without the sandbox: the round-robin schedule, the judges on small
+mesh results, and the node program's listener and connections on this machine."""
+
+import itertools
+import json
+import socket
+import sys
+
+import pytest
+
+from clustercheck.inventory import Node
+from clustercheck.net.gather import NetFacts, parse_line, round_robin
+from clustercheck.net.rules import judge_net, links, mesh
+from clustercheck.probe import inline_command, net_probe
+from clustercheck.result import Status
+from clustercheck.transport.local import LocalTransport
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 7, 16])
+def test_round_robin_pairs_every_node_once_per_round_and_every_pair_once(count):
+    names = [f"n{i}" for i in range(count)]
+    rounds = round_robin(names)
+    seen = [frozenset(pair) for pairs in rounds for pair in pairs]
+    assert sorted(map(sorted, seen)) == sorted(map(sorted, map(frozenset, itertools.combinations(names, 2))))
+    for pairs in rounds:
+        members = [n for pair in pairs for n in pair]
+        assert len(members) == len(set(members))
+
+
+def facts_with(states):
+    """NetFacts for nodes a, b, c with the given {(from, to, port): state}; other attempts open."""
+    nodes = [Node(n) for n in "abc"]
+    facts = NetFacts(nodes)
+    for node in nodes:
+        facts.listeners[node.name] = {"schema": 1, "ports": {"ephemeral": [40000, 50000]},
+                                      "master": {"port": 29500, "bound": True} if node.name == "a" else None,
+                                      "ephemeral_range": [32768, 60999]}
+    for source in "abc":
+        results = []
+        for target in "abc":
+            if target == source:
+                continue
+            for port in ([29500] if target == "a" else []) + [40000, 50000]:
+                results.append({"to": target, "port": port, "state": states.get((source, target, port), "open")})
+        facts.mesh[source] = {"results": results}
+    return facts
+
+
+def test_mesh_blames_the_inbound_side_when_every_peer_fails():
+    facts = facts_with({("a", "c", 40000): "filtered", ("b", "c", 40000): "filtered"})
+    [finding] = mesh(facts, 29500)
+    assert finding.check == "net.inbound" and finding.nodes == ["c"]
+    assert finding.summary == "c drops inbound TCP on port 40000 from every peer (filtered)"
+
+
+def test_mesh_names_a_single_failing_pair_and_direction():
+    facts = facts_with({("b", "c", 40000): "refused", ("b", "c", 50000): "refused"})
+    [finding] = mesh(facts, 29500)
+    assert finding.check == "net.pair" and finding.nodes == ["b", "c"]
+    assert finding.summary == "b -> c: ports 40000, 50000 refused"
+
+
+def test_master_port_unreachable_is_its_own_finding():
+    facts = facts_with({("b", "a", 29500): "filtered", ("c", "a", 29500): "filtered"})
+    found = {f.check: f for f in judge_net(facts, 29500) if f.status is not Status.OK}
+    assert set(found) == {"net.master.reach"}
+    assert found["net.master.reach"].nodes == ["b", "c"]
+
+
+def test_links_name_the_node_common_to_the_slow_pairs():
+    facts = NetFacts([Node(n) for n in "abcd"])
+    for x, y in itertools.combinations("abcd", 2):
+        slow = "c" in (x, y)
+        facts.links.append({"from": x, "to": y, "rtt_ms": 0.1, "mbit_s": 20.0 if slow else 9000.0})
+    [finding] = links(facts)
+    assert finding.status is Status.WARN and finding.nodes == ["c"]
+    assert "20 Mb/s" in finding.evidence[0]
+
+
+def test_parse_line_reports_what_went_wrong():
+    assert parse_line(None) == (None, "no answer")
+    assert parse_line('{"schema": 1, "fatal": "boom"}')[1] == "the probe failed: boom"
+    assert parse_line("Traceback ...")[1].startswith("unreadable answer")
+    assert parse_line('{"schema": 1, "ready": true}')[0] == {"schema": 1, "ready": True}
+
+
+def test_listener_and_connections_on_this_machine():
+    transport = LocalTransport()
+    listener = transport.start(inline_command(sys.executable, "net_probe",
+                                              ["listen", "--samples", "2", "--hold", "30"]))
+    try:
+        ready = json.loads(listener.readline(20))
+        ports = ready["ports"]["ephemeral"]
+        low, high = ready["ephemeral_range"]
+        assert len(ports) == 2 and all(low <= p <= high for p in ports)
+        with socket.socket() as closed:  # a port nobody listens on
+            closed.bind(("127.0.0.1", 0))
+            free_port = closed.getsockname()[1]
+        targets = [["me", "127.0.0.1", p] for p in ports] + [["nobody", "127.0.0.1", free_port],
+                                                             ["nowhere", "no-such-host.invalid", 1]]
+        result = transport.run(inline_command(sys.executable, "net_probe",
+                                              ["connect", "--targets", json.dumps(targets), "--timeout", "2"]), 30)
+        states = {(r["to"], r["port"]): r["state"] for r in json.loads(result.stdout)["results"]}
+        assert states == {("me", ports[0]): "open", ("me", ports[1]): "open", ("nobody", free_port): "refused",
+                          ("nowhere", 1): "unresolved"}
+        link = json.loads(transport.run(inline_command(sys.executable, "net_probe", [
+            "link", "--host", "127.0.0.1", "--port", str(ports[0]), "--stream-s", "0.1"]), 30).stdout)
+        assert link["bytes"] > 0 and link["mbit_s"] > 0 and link["rtt_ms"] > 0
+    finally:
+        listener.stop()
+        transport.close()
+
+
+def test_port_holder_names_this_process():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        holder = net_probe.port_holder(sock.getsockname()[1])
+    assert holder["pid"] is not None
+    assert "python" in holder["command"] or "pytest" in holder["command"]
