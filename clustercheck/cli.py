@@ -7,6 +7,7 @@ import sys
 import click
 
 from clustercheck import __version__
+from clustercheck.commands.bench import bench
 from clustercheck.commands.env import env
 from clustercheck.commands.net import net
 from clustercheck.commands.run import run
@@ -25,6 +26,7 @@ def cli():
     """
 
 
+cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(net)
 cli.add_command(run)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 DEFAULT_DIR = "reports"
 
 
-def write_report(kind: str, markdown: str, directory: str = DEFAULT_DIR) -> str:
-    """Write reports/<kind>-YYYYmmdd-HHMMSS.md (never overwriting) and return its path."""
+def new_report_path(kind: str, directory: str = DEFAULT_DIR) -> str:
+    """reports/<kind>-YYYYmmdd-HHMMSS.md, a name no earlier report has."""
     os.makedirs(directory, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = os.path.join(directory, f"{kind}-{stamp}.md")
@@ -17,6 +18,12 @@ def write_report(kind: str, markdown: str, directory: str = DEFAULT_DIR) -> str:
     while os.path.exists(path):
         suffix += 1
         path = os.path.join(directory, f"{kind}-{stamp}-{suffix}.md")
+    return path
+
+
+def write_report(kind: str, markdown: str, directory: str = DEFAULT_DIR, path: Optional[str] = None) -> str:
+    """Write the report (never overwriting one) and return its path."""
+    path = path or new_report_path(kind, directory)
     with open(path, "x", encoding="utf-8") as handle:
         handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
     return path

@@ -142,6 +142,19 @@ def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Se
     _record(box, node, f"hidden from python: {', '.join(hidden)}")
 
 
+def crash(box: Sandbox, name: str) -> None:
+    """The node dies: every process in it (sshd, sessions, what they started) is killed at once."""
+    node = box.node(name)
+    pids = [int(p) for p in sh("ip", "netns", "pids", node.netns, check=False).stdout.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    node.mounts = []  # they lived in the dead sshd's mount namespace
+    _record(box, node, "sshd stopped")
+
+
 def set_env(box: Sandbox, name: str, assignment: str) -> None:
     """Every SSH session on the node gets VAR=value (sshd's SetEnv), as a login profile would.
 
@@ -194,6 +207,7 @@ KNOBS = {
     "stop-sshd": (stop_sshd, None, None),
     "start-sshd": (start_sshd, None, None),
     "blackhole": (blackhole, None, None),
+    "crash": (crash, None, None),
     "clear": (clear, None, None),
 }
 

@@ -135,6 +135,11 @@ class Running:
         """The next line of stdout; None if none came in time or the command ended."""
         raise NotImplementedError
 
+    def wait(self, timeout_s: float) -> Optional[int]:
+        """The exit code once the command ended (-1: ended with none, killed or connection lost);
+        None if it still runs after timeout_s."""
+        raise NotImplementedError
+
     def stop(self) -> str:
         """Kill the command (its guard kills the whole group) and return its stderr so far."""
         raise NotImplementedError

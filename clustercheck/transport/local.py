@@ -138,6 +138,13 @@ class LocalRunning(Running):
                     else:
                         self.ended = True
 
+    def wait(self, timeout_s: float) -> Optional[int]:
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+        return code if code >= 0 else -1
+
     def stop(self) -> str:
         stop(self.proc)
         err = self.proc.stderr.read() or b""

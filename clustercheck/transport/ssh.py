@@ -220,6 +220,10 @@ class SSHTransport(Transport):
         return NodeResult(self.name, outcome, code, decode(out), decode(err),
                           "" if code == 0 else f"exit code {code}", elapsed)
 
+    def connected(self) -> bool:
+        transport = self._client.get_transport() if self._client else None
+        return transport is not None and transport.is_active()
+
     def _connection_lost(self, grace_s: float = 0.5) -> bool:
         """paramiko closes the channels a moment before it marks the transport inactive."""
         transport = self._client.get_transport() if self._client else None
@@ -304,6 +308,13 @@ class SSHRunning(Running):
             if self.chan.closed or self.chan.eof_received or remaining <= 0:
                 return None
             select.select([self.chan], [], [], min(remaining, 0.5))
+
+    def wait(self, timeout_s: float) -> Optional[int]:
+        if self.chan.status_event.wait(timeout_s):
+            return self.chan.exit_status
+        if self.chan.closed or not self.transport.connected():
+            return -1
+        return None
 
     def stop(self) -> str:
         while self.chan.recv_stderr_ready():

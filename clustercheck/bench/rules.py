@@ -1,0 +1,239 @@
+"""The judges of `clustercheck bench`: did every rank finish, is the data right, is the
+bandwidth what it should be, and which node or link is slow.
+
+Pure functions over BenchFacts (plus the user's expectations); bandwidths are computed
+here from the times the workers reported, with the factors in table.py.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from clustercheck.bench.gather import BenchFacts, Stage
+from clustercheck.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
+from clustercheck.env.facts import gpus
+from clustercheck.inventory import fold
+from clustercheck.result import Finding, Status
+
+# Single-node, 8-GPU all_reduce bus bandwidth at 16 GB messages that a healthy node reaches:
+# the thresholds of Azure's HPC node health checks (Azure/azurehpc-health-checks,
+# conf/nd96isr_h100_v5.conf `check_nccl_allreduce 460.0 1 16G`, nd96isr_h200_v5.conf 431.0,
+# nd96amsr_a100_v4.conf 228.0). Over a network, expect ring busbw near 0.8x the NIC's
+# unidirectional rate per GPU.
+TYPICAL_SINGLE_NODE_ALLREDUCE = [("H200", 431.0), ("H100", 460.0), ("A100-SXM4-80GB", 228.0),
+                                 ("A100 80GB", 228.0)]
+SLOW_PAIR_RATIO = 0.6   # a pair below this fraction of the median pair is slow
+
+
+@dataclass
+class Expectations:
+    busbw_gbps: Optional[float] = None          # --expect-busbw
+    baseline: Optional[Dict] = None             # an earlier `bench --json` document
+
+
+def rows(stage: Stage) -> List[Dict]:
+    return [add_bandwidths(dict(row, **{p: dict(row[p]) for p in PLACEMENTS if row.get(p)}))
+            for row in stage.events("row")]
+
+
+def ranks_of(stage: Stage) -> Dict[str, List[int]]:
+    start = stage.start or {}
+    found: Dict[str, List[int]] = {}
+    for rank, info in enumerate(start.get("ranks", [])):
+        found.setdefault(info["node"], []).append(rank)
+    return found
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    return fold([str(r) for r in ranks]) if ranks else "?"
+
+
+def participation(facts: BenchFacts) -> List[Finding]:
+    findings = []
+    for node, problem in facts.problems.items():
+        findings.append(Finding("bench.node", Status.FAIL, f"{node} cannot take part in the benchmark", [problem],
+                                "run `clustercheck env` on the nodes file: the interpreter, torch and SSH must work "
+                                "on every node", [node]))
+    return findings
+
+
+def stage_outcome(stage: Stage, timeout_s: float) -> List[Finding]:
+    """Every rank finished, or which did not, and why (row 5: a dead or stuck rank)."""
+    runs = stage.runs
+    if all(r.exit_code == 0 for r in runs.values()) and stage.events("done"):
+        return [Finding(f"bench.{stage.name}", Status.OK, f"{stage.name}: every rank finished "
+                                                           f"({len(runs)} nodes, {stage.wall_s:.1f} s)")]
+    ranks = ranks_of(stage)
+    lost = [n for n, r in runs.items() if r.lost]
+    hung = [n for n, r in runs.items() if r.exit_code is None]
+    failed = [n for n, r in runs.items() if r.exit_code not in (0, None) and not r.lost]
+    evidence = []
+    for node, run in runs.items():
+        state = ("connection lost (node down?)" if run.lost else
+                 f"still running after {timeout_s:g} s, killed" if run.exit_code is None else
+                 f"exit {run.exit_code}" if run.exit_code else "finished")
+        evidence.append(f"{node} (ranks {_ranks_text(ranks.get(node, []))}): {state}"
+                        + (f": {run.error}" if run.error and run.exit_code != 0 else ""))
+    last = stage.events("row") or stage.events("pair")
+    if last:
+        evidence.append(f"last result: {_describe(last[-1])}")
+    if lost:
+        culprits = lost
+        summary = f"{stage.name} failed: {fold(lost)} went down mid-run; the other ranks stopped with it"
+    elif hung and len(hung) < len(runs):
+        culprits = hung
+        summary = f"{stage.name} failed: ranks on {fold(hung)} did not finish within {timeout_s:g} s"
+    elif hung:
+        culprits = hung
+        summary = f"{stage.name} hung: no rank finished within {timeout_s:g} s"
+    else:
+        first = sorted(failed, key=lambda n: runs[n].ended_s or 0)[:1]
+        culprits = first or failed
+        summary = f"{stage.name} failed on {fold(failed)} (first: {fold(culprits)})"
+    remedy = ("check the named node (clustercheck env / net on it); rerun with NCCL_DEBUG=INFO, and "
+              "TORCH_NCCL_DUMP_ON_TIMEOUT=1 for a trace of where the ranks stopped")
+    return [Finding(f"bench.{stage.name}", Status.FAIL, summary, evidence, remedy, culprits)]
+
+
+def _describe(event: Dict) -> str:
+    if event.get("event") == "pair":
+        return f"pair {event['a']} <-> {event['b']}"
+    return f"{event['collective']} at {event['size']} B"
+
+
+def data_check(stage: Stage) -> List[Finding]:
+    bad = [(row, p) for row in stage.events("row") for p in PLACEMENTS
+           if row.get(p) and (row[p].get("wrong") or 0) > 0]
+    if not stage.events("row"):
+        return []
+    if not bad:
+        return [Finding("bench.data", Status.OK, f"every result checked correct ({len(stage.events('row'))} rows)")]
+    return [Finding("bench.data", Status.FAIL, f"wrong results in {len(bad)} measurements",
+                    [f"{row['collective']} {row['size']} B {p.replace('_', '-')}: {row[p]['wrong']:g} wrong elements"
+                     for row, p in bad[:10]],
+                    "wrong data is a hardware or driver fault (GPU memory, NVLink, NIC): run `clustercheck env` for "
+                    "ECC and Xid, then bench pairs of nodes to find the one", [])]
+
+
+def typical_busbw(facts: BenchFacts) -> Optional[Tuple[float, str]]:
+    """The published healthy figure, when this is one node of 8 GPUs of a listed model."""
+    if len(facts.nodes) != 1 or not facts.probed or facts.probed[0].facts is None:
+        return None
+    node_gpus = gpus(facts.probed[0].facts)
+    if len(node_gpus) != 8:
+        return None
+    model = node_gpus[0].get("name") or ""
+    for key, value in TYPICAL_SINGLE_NODE_ALLREDUCE:
+        if key in model:
+            return value, f"8x {model} all_reduce at 16 GB (Azure HPC node health checks)"
+    return None
+
+
+def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
+    findings = []
+    sweep = next((s for s in facts.stages if s.name == "sweep"), None)
+    if sweep is None or not sweep.events("row"):
+        return findings
+    measured = rows(sweep)
+    by_collective: Dict[str, List[Dict]] = {}
+    for row in measured:
+        by_collective.setdefault(row["collective"], []).append(row)
+    baseline = _baseline_avgs(expect.baseline)
+    for name, coll_rows in by_collective.items():
+        average = avg_busbw(coll_rows)
+        peak_row = max(coll_rows, key=lambda r: max(r[p]["busbw"] for p in PLACEMENTS if r.get(p)))
+        peak = max(peak_row[p]["busbw"] for p in PLACEMENTS if peak_row.get(p))
+        text = f"{name}: avg bus bandwidth {average:.3f} GB/s, peak {peak:.3f} GB/s at {peak_row['size']} B"
+        expected, source = expect.busbw_gbps, "--expect-busbw"
+        if expected is None and name == "all_reduce" and typical_busbw(facts):
+            expected, source = typical_busbw(facts)
+        if expected:
+            ratio = peak / expected
+            status = Status.OK if ratio >= 0.9 else Status.WARN if ratio >= 0.7 else Status.FAIL
+            findings.append(Finding(f"bench.expected.{name}", status,
+                                    f"{text}: {ratio:.0%} of expected {expected:g} GB/s ({source})",
+                                    [f"{fold(list(sweep.runs))}: peak busbw {peak:.3f} GB/s"],
+                                    "" if status is Status.OK else
+                                    "find the slow node or link with --pairwise; check NIC speed (ethtool, ibstat) "
+                                    "and that NCCL uses the fast interface (NCCL_DEBUG=INFO shows it)",
+                                    [] if status is Status.OK else list(sweep.runs)))
+        elif name in baseline:
+            ratio = average / baseline[name] if baseline[name] else 1.0
+            status = Status.OK if ratio >= 0.9 else Status.WARN if ratio >= 0.7 else Status.FAIL
+            findings.append(Finding(f"bench.baseline.{name}", status,
+                                    f"{text}: {ratio:.0%} of the baseline's {baseline[name]:.3f} GB/s",
+                                    [], "" if status is Status.OK else "compare with the baseline's report: what "
+                                    "changed (nodes, driver, NCCL, fabric)? --pairwise finds a slow node", []))
+        else:
+            findings.append(Finding(f"bench.bandwidth.{name}", Status.OK, text))
+    return findings
+
+
+def _baseline_avgs(doc: Optional[Dict]) -> Dict[str, float]:
+    if not doc:
+        return {}
+    return {name: value for name, value in (doc.get("avg_busbw") or {}).items() if value}
+
+
+def pair_speeds(stage: Stage, phase: str) -> Dict[Tuple[str, str], float]:
+    return {(e["a"], e["b"]): e["bytes"] / e["time_us"] / 1e3 for e in stage.events("pair")
+            if e.get("phase") == phase and e.get("time_us")}
+
+
+def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
+    """Name the slow node (slow with every partner) or the slow link (slow only together)."""
+    stage = next((s for s in facts.stages if s.name == "pairwise"), None)
+    if stage is None:
+        return []
+    matrix = pair_speeds(stage, "matrix")
+    confirm = pair_speeds(stage, "confirm")
+    if not matrix:
+        return []
+    median = statistics.median(matrix.values())
+    nodes = sorted({n for pair in matrix for n in pair})
+    slow_pairs = {pair for pair, speed in matrix.items() if speed < SLOW_PAIR_RATIO * median}
+    slow_nodes = []
+    for node in nodes:
+        mine = [pair for pair in matrix if node in pair]
+        confirmed = [speed for pair, speed in confirm.items() if node in pair]
+        if len(nodes) > 2 and mine and all(pair in slow_pairs for pair in mine) and \
+                all(speed < SLOW_PAIR_RATIO * median for speed in confirmed):
+            slow_nodes.append(node)
+    slow_links = [pair for pair in slow_pairs if not set(pair) & set(slow_nodes)]
+    evidence = [f"{a} <-> {b}: {speed:.3f} GB/s" + (" (slow)" if (a, b) in slow_pairs else "")
+                for (a, b), speed in sorted(matrix.items())]
+    evidence += [f"confirm {a} <-> {b}: {speed:.3f} GB/s" for (a, b), speed in sorted(confirm.items())]
+    findings = []
+    if slow_nodes:
+        findings.append(Finding(
+            "bench.pairwise.node", Status.FAIL,
+            f"slow node{'s' if len(slow_nodes) > 1 else ''}: {fold(slow_nodes)} "
+            f"(every pair with it below {SLOW_PAIR_RATIO:.0%} of the median {median:.3f} GB/s)", evidence,
+            "check that node's NIC (ethtool / ibstat: speed, errors), cable and switch port, and any traffic "
+            "shaping (tc qdisc); or drain it", slow_nodes))
+    if slow_links:
+        findings.append(Finding(
+            "bench.pairwise.link", Status.FAIL,
+            "slow link" + ("s" if len(slow_links) > 1 else "") + ": " +
+            ", ".join(f"{a} <-> {b}" for a, b in sorted(slow_links)) + " (both nodes are fast with others)",
+            evidence, "check the path between those two nodes: switch ports, routing, a congested uplink",
+            sorted({n for pair in slow_links for n in pair})))
+    if not findings:
+        findings.append(Finding("bench.pairwise", Status.OK,
+                                f"every pair within {SLOW_PAIR_RATIO:.0%} of the median {median:.3f} GB/s "
+                                f"({len(matrix)} pairs)", evidence))
+    return findings
+
+
+def judge_bench(facts: BenchFacts, expect: Expectations, timeout_s: float) -> List[Finding]:
+    findings = participation(facts)
+    for stage in facts.stages:
+        findings += stage_outcome(stage, timeout_s)
+        findings += data_check(stage)
+    findings += bandwidth(facts, expect)
+    findings += pairwise_verdict(facts)
+    if not facts.stages and not facts.problems:
+        findings.append(Finding("bench", Status.WARN, "nothing was measured", [], "name collectives to run", []))
+    return findings

@@ -1,0 +1,124 @@
+"""Collectives, their bus-bandwidth factors, and the nccl-tests table.
+
+Each collective declares what its size S means and its bus-bandwidth factor, as in
+nccl-tests' doc/PERFORMANCE.md: algbw = S / t, busbw = algbw x factor, GB/s base 10.
+The table is printed the way nccl-tests prints it, so numbers can be set side by side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    factor: Callable[[int], float]     # busbw / algbw for n ranks
+    placements: tuple                  # which of out_of_place / in_place torch can express
+    about: str
+
+
+COLLECTIVES: Dict[str, Collective] = {c.name: c for c in [
+    # Each rank sends and receives 2(n-1)/n of the data (reduce-scatter then all-gather).
+    Collective("all_reduce", lambda n: 2 * (n - 1) / n, ("in_place",), "S = the buffer on each rank"),
+    # S is the whole gathered array; each rank receives the (n-1)/n it lacks.
+    Collective("all_gather", lambda n: (n - 1) / n, ("out_of_place", "in_place"), "S = the whole gathered array"),
+    Collective("reduce_scatter", lambda n: (n - 1) / n, ("out_of_place", "in_place"), "S = the whole input array"),
+    Collective("alltoall", lambda n: (n - 1) / n, ("out_of_place",), "S = each rank's whole buffer"),
+    # One rank's data crosses each link once.
+    Collective("broadcast", lambda n: 1.0, ("in_place",), "S = the buffer, root 0"),
+    Collective("reduce", lambda n: 1.0, ("in_place",), "S = the buffer, root 0"),
+    Collective("sendrecv", lambda n: 1.0, ("out_of_place",), "S = what each rank sends to the next"),
+]}
+PLACEMENTS = ("out_of_place", "in_place")
+
+
+def bandwidths(collective: str, size_bytes: int, time_us: float, nranks: int):
+    """(algbw, busbw) in GB/s."""
+    algbw = size_bytes / 1e9 / (time_us / 1e6) if time_us > 0 else 0.0
+    return algbw, algbw * COLLECTIVES[collective].factor(nranks)
+
+
+def time_cell(time_us: float) -> str:
+    """nccl-tests' time column: two decimals below 100 us, one below 10 ms, none above."""
+    if time_us >= 10000.0:
+        return "%7.0f" % time_us
+    return "%7.1f" % time_us if time_us >= 100.0 else "%7.2f" % time_us
+
+
+# As nccl-tests prints them (rows: "%12li  %12li  %8s  %6s  %6s", then per placement
+# "  %7s  %6.2f  %6.2f  %5g"), checked against real output in tests/data/nccl-tests/.
+HEADER = [
+    "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place" + " " * 10,
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    "     time   algbw   busbw #wrong",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)"
+    "  (GB/s)  (GB/s)       ",
+]
+
+
+def format_row(row: Dict) -> str:
+    """One line of the table from a worker's row (with bandwidths filled in by add_bandwidths)."""
+    root = "%6i" % row["root"]
+    line = "%12li  %12li  %8s  %6s  %6s" % (row["size"], row["count"], row["type"], row["redop"], root)
+    for placement in PLACEMENTS:
+        cell = row.get(placement)
+        if cell is None:
+            line += "  %7s  %6s  %6s  %5s" % ("N/A", "N/A", "N/A", "N/A")
+            continue
+        wrong = "N/A" if cell.get("wrong") is None else "%g" % cell["wrong"]
+        line += "  %7s  %6.2f  %6.2f  %5s" % (time_cell(cell["time_us"]), cell["algbw"], cell["busbw"], wrong)
+    return line
+
+
+def add_bandwidths(row: Dict) -> Dict:
+    for placement in PLACEMENTS:
+        cell = row.get(placement)
+        if cell is not None:
+            cell["algbw"], cell["busbw"] = bandwidths(row["collective"], row["size"], cell["time_us"], row["nranks"])
+    return row
+
+
+def avg_busbw(rows: Sequence[Dict]) -> Optional[float]:
+    """nccl-tests' "Avg bus bandwidth": the mean busbw over every measured cell of every row."""
+    values = [row[p]["busbw"] for row in rows for p in PLACEMENTS if row.get(p) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def format_table(collective: str, rows: Sequence[Dict]) -> List[str]:
+    wrong = sum(row[p]["wrong"] or 0 for row in rows for p in PLACEMENTS if row.get(p) is not None)
+    average = avg_busbw(rows)
+    lines = [f"# {collective}: {COLLECTIVES[collective].about}", *HEADER]
+    lines += [format_row(row) for row in rows]
+    lines.append("# %-20s : %d %s" % ("Out of bounds values", wrong, "FAILED" if wrong else "OK"))
+    lines.append("# %-20s : %g " % ("Avg bus bandwidth", round(average, 4) if average is not None else 0))
+    return lines
+
+
+_ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(.*)$")
+
+
+def parse_table(text: str) -> List[Dict]:
+    """Rows of an nccl-tests table (theirs or ours): size, count, ... and both placements' cells."""
+    rows = []
+    for line in text.splitlines():
+        line = re.sub(r"^\[[^\]]*\]<stdout>:", "", line)  # mpirun's prefix
+        match = _ROW_RE.match(line)
+        if not match or line.lstrip().startswith("#"):
+            continue
+        cells = match.group(6).split()
+        row = {"size": int(match.group(1)), "count": int(match.group(2)), "type": match.group(3),
+               "redop": match.group(4), "root": int(match.group(5))}
+        for placement, chunk in zip(PLACEMENTS, (cells[0:4], cells[4:8])):
+            if len(chunk) == 4 and chunk[0] != "N/A":
+                row[placement] = {"time_us": float(chunk[0]), "algbw": float(chunk[1]), "busbw": float(chunk[2]),
+                                  "wrong": None if chunk[3] == "N/A" else float(chunk[3])}
+        rows.append(row)
+    return rows
+
+
+def parse_avg_busbw(text: str) -> Optional[float]:
+    match = re.search(r"Avg bus bandwidth\s*:\s*([\d.]+)", text)
+    return float(match.group(1)) if match else None

@@ -1,0 +1,141 @@
+"""bench without the sandbox: the nccl-tests table against real nccl-tests output, the
+bus-bandwidth factors against their formulas, and the judges on small stage results."""
+
+import os
+
+import pytest
+
+from clustercheck.bench.gather import BenchFacts, NodeRun, Stage
+from clustercheck.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
+from clustercheck.bench.table import (
+    COLLECTIVES,
+    HEADER,
+    avg_busbw,
+    bandwidths,
+    format_row,
+    parse_avg_busbw,
+    parse_table,
+    time_cell,
+)
+from clustercheck.inventory import Node
+from clustercheck.result import Status
+from tests.conftest import clustercheck
+
+RECORDED = os.path.join(os.path.dirname(__file__), "data", "nccl-tests", "all_reduce_perf_gb200_nvl72.txt")
+
+
+def recorded():
+    with open(RECORDED) as handle:
+        return handle.read()
+
+
+def test_bandwidths_reproduce_real_nccl_tests_figures():
+    rows = parse_table(recorded())
+    assert len(rows) == 5
+    for row in rows:
+        for placement in ("out_of_place", "in_place"):
+            cell = row[placement]
+            algbw, busbw = bandwidths("all_reduce", row["size"], cell["time_us"], 72)
+            # the recorded time has 5 significant digits: allow that much
+            assert algbw == pytest.approx(cell["algbw"], rel=2e-4, abs=0.006)
+            assert busbw == pytest.approx(cell["busbw"], rel=2e-4, abs=0.006)
+
+
+def test_avg_bus_bandwidth_is_the_mean_over_both_placements_of_every_row():
+    assert avg_busbw(parse_table(recorded())) == pytest.approx(parse_avg_busbw(recorded()), abs=0.005)
+
+
+def test_rows_and_header_print_exactly_as_nccl_tests():
+    lines = recorded().splitlines()
+    assert HEADER == lines[2:5]
+    for line, row in zip(lines[5:10], parse_table(recorded())):
+        assert format_row(row) == line
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 72])
+def test_bus_bandwidth_factors_follow_the_formulas(n):
+    expected = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+                "alltoall": (n - 1) / n, "broadcast": 1, "reduce": 1, "sendrecv": 1}
+    assert {name: c.factor(n) for name, c in COLLECTIVES.items()} == pytest.approx(expected)
+
+
+def test_time_cells_shrink_decimals_like_nccl_tests():
+    assert time_cell(12.9) == "  12.90"
+    assert time_cell(1806.7) == " 1806.7"
+    assert time_cell(10094.4) == "  10094"
+
+
+def stage(runs, events=(), name="sweep"):
+    node_runs = {}
+    for node, (code, lost, error) in runs.items():
+        node_runs[node] = NodeRun(node, exit_code=code, lost=lost, error=error)
+    first = next(iter(node_runs.values()))
+    first.events = [{"event": "start", "world": len(runs), "ranks": [{"node": n, "local_rank": 0} for n in runs]},
+                    *events]
+    return Stage(name, node_runs, 3.0, {"iters": 5, "warmup": 2, "check": True})
+
+
+def test_a_node_lost_mid_run_is_the_culprit():
+    result = stage({"n1": (1, False, "DistBackendError: Connection closed by peer"), "n2": (-1, True, ""),
+                    "n3": (1, False, "DistBackendError: Connection reset by peer")})
+    [finding] = stage_outcome(result, 60)
+    assert finding.status is Status.FAIL and finding.nodes == ["n2"]
+    assert "n2 went down mid-run" in finding.summary
+    assert any(e.startswith("n2 (ranks 1): connection lost") for e in finding.evidence)
+
+
+def test_a_hang_names_the_ranks_that_did_not_finish():
+    result = stage({"n1": (1, False, "timed out"), "n2": (None, False, ""), "n3": (1, False, "timed out")},
+                   events=[{"event": "row", "collective": "all_reduce", "size": 1024}])
+    [finding] = stage_outcome(result, 60)
+    assert finding.nodes == ["n2"] and "did not finish within 60 s" in finding.summary
+    assert "last result: all_reduce at 1024 B" in finding.evidence
+
+
+def pairs(speeds, confirm=()):
+    events = [{"event": "pair", "phase": "matrix", "a": a, "b": b, "bytes": 10 ** 6, "time_us": 10 ** 3 / s}
+              for (a, b), s in speeds.items()]
+    events += [{"event": "pair", "phase": "confirm", "a": a, "b": b, "bytes": 10 ** 6, "time_us": 10 ** 3 / s}
+               for (a, b), s in confirm]
+    facts = BenchFacts([Node(n) for n in ("n1", "n2", "n3", "n4")], [])
+    facts.stages.append(stage({n.name: (0, False, "") for n in facts.nodes}, events, name="pairwise"))
+    return facts
+
+
+def test_pairwise_names_the_slow_node():
+    speeds = {("n1", "n4"): 1.0, ("n2", "n3"): 0.25, ("n1", "n3"): 0.26, ("n2", "n4"): 1.1, ("n1", "n2"): 1.0,
+              ("n3", "n4"): 0.24}
+    [finding] = pairwise_verdict(pairs(speeds, confirm=[(("n3", "n1"), 0.25), (("n3", "n4"), 0.26)]))
+    assert finding.check == "bench.pairwise.node" and finding.nodes == ["n3"]
+
+
+def test_pairwise_names_a_slow_link_between_two_good_nodes():
+    speeds = {("n1", "n4"): 1.0, ("n2", "n3"): 0.2, ("n1", "n3"): 1.0, ("n2", "n4"): 1.1, ("n1", "n2"): 1.0,
+              ("n3", "n4"): 0.95}
+    [finding] = pairwise_verdict(pairs(speeds))
+    assert finding.check == "bench.pairwise.link" and finding.nodes == ["n2", "n3"]
+    assert "n2 <-> n3" in finding.summary
+
+
+def test_wrong_data_fails_and_expected_bandwidth_is_quoted():
+    row = {"event": "row", "collective": "all_reduce", "size": 2 ** 20, "count": 2 ** 18, "type": "float",
+           "redop": "sum", "root": -1, "nranks": 2, "in_place": {"time_us": 1000.0, "wrong": 3}}
+    facts = BenchFacts([Node("n1"), Node("n2")], [])
+    facts.stages.append(stage({"n1": (0, False, ""), "n2": (0, False, "")}, [row, {"event": "done"}]))
+    found = {f.check: f for f in judge_bench(facts, Expectations(busbw_gbps=2.0), 60)}
+    assert found["bench.data"].status is Status.FAIL
+    assert "3 wrong elements" in found["bench.data"].evidence[0]
+    # 1 MiB in 1 ms over 2 ranks: algbw 1.049 GB/s, busbw the same (2(n-1)/n = 1): 52% of 2 GB/s
+    assert found["bench.expected.all_reduce"].status is Status.FAIL
+    assert "52% of expected 2 GB/s" in found["bench.expected.all_reduce"].summary
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["-b", "12Q"], "--min-bytes takes a size like 8, 64K, 16M or 1G: '12Q'"),
+    (["-c", "all_reduce,allreduce"], "unknown collective"),
+    (["-b", "1M", "-e", "1K"], "--min-bytes is above --max-bytes"),
+])
+def test_bad_options_are_bad_input(args, needle):
+    proc = clustercheck("bench", *args)
+    assert proc.returncode == 64
+    assert needle in proc.stderr
