@@ -7,28 +7,17 @@ rules.py judges; render.py and plots.py show.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
-from clustercheck.bench.gather import BenchFacts, BenchOptions, gather_bench
+from clustercheck.bench.gather import BenchOptions, gather_bench
 from clustercheck.bench.rules import Expectations, judge_bench
 from clustercheck.fanout import Cluster, FanoutOptions
 from clustercheck.inventory import Node
-from clustercheck.result import Finding, worst
-
-
-@dataclass
-class BenchResult:
-    facts: BenchFacts
-    findings: List[Finding]
-
-    @property
-    def exit_code(self) -> int:
-        return worst(self.findings).exit_code
+from clustercheck.result import CheckResult
 
 
 def check_bench(nodes: Sequence[Node], fanout: FanoutOptions, options: BenchOptions, expect: Expectations,
-                progress: Optional[Callable[[Dict], None]] = None) -> BenchResult:
+                progress: Optional[Callable[[Dict], None]] = None) -> CheckResult:
     with Cluster(nodes, fanout) as cluster:
         facts = gather_bench(cluster, nodes, options, progress=progress)
-    return BenchResult(facts, judge_bench(facts, expect, options.timeout_s))
+    return CheckResult(facts, judge_bench(facts, expect, options.timeout_s))
