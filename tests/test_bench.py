@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from clustercheck.bench.gather import BenchFacts, NodeRun, Stage
+from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
 from clustercheck.bench.table import (
     COLLECTIVES,
@@ -18,6 +18,7 @@ from clustercheck.bench.table import (
     time_cell,
 )
 from clustercheck.inventory import Node
+from clustercheck.launch import NodeRun, Stage
 from clustercheck.result import Status
 from tests.conftest import clustercheck
 

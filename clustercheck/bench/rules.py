@@ -11,10 +11,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from clustercheck.bench.gather import BenchFacts, Stage
+from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
 from clustercheck.env.facts import gpus
 from clustercheck.inventory import fold
+from clustercheck.launch import Stage
 from clustercheck.result import Finding, Status
 
 # Single-node, 8-GPU all_reduce bus bandwidth at 16 GB messages that a healthy node reaches:

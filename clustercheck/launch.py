@@ -1,0 +1,165 @@
+"""Start a Python script with torchrun on every node at once and follow what its ranks print.
+
+Used by `bench` (its worker) and `smoke` (the reference trainer). Each node runs
+`python -m torch.distributed.run` with c10d rendezvous at the first node; the script's
+ranks print JSON lines on stdout, which come back as events while the run goes on.
+Every launch has one deadline. At the deadline, on Ctrl-C, or when the tool dies, the
+channels close and the guards kill torchrun, whose process group goes with it; the
+scripts also ask the kernel to kill them when torchrun dies (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+from clustercheck.env.facts import training_interface
+from clustercheck.env.gather import Probed, interpreter
+from clustercheck.fanout import Cluster
+from clustercheck.inventory import Node
+from clustercheck.transport.base import Running, TransportError
+
+
+@dataclass
+class NodeRun:
+    """One node's torchrun: its events, how it ended, and what it said on stderr."""
+
+    node: str
+    events: List[Dict] = field(default_factory=list)
+    exit_code: Optional[int] = None     # None: still running at the deadline (killed then)
+    lost: bool = False                  # the connection to the node dropped
+    error: str = ""                     # could not start, or the telling line of stderr
+    stderr_tail: List[str] = field(default_factory=list)
+    ended_s: Optional[float] = None     # seconds after launch
+
+
+@dataclass
+class Stage:
+    name: str
+    runs: Dict[str, NodeRun]
+    wall_s: float
+    config: Dict
+
+    def events(self, kind: str) -> List[Dict]:
+        return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
+
+    @property
+    def start(self) -> Optional[Dict]:
+        found = self.events("start")
+        return found[0] if found else None
+
+
+@dataclass
+class Launch:
+    """What to start: the script's path on each node, its arguments, ranks per node, environment."""
+
+    name: str
+    script_paths: Dict[str, str]
+    args: Sequence[str]
+    nproc: Dict[str, int]
+    rdzv_port: int
+    timeout_s: float
+    env: Dict[str, str] = field(default_factory=dict)
+    config: Dict = field(default_factory=dict)   # recorded with the stage
+
+
+def forwarded_env() -> Dict[str, str]:
+    """NCCL_* set where the tool runs travel to every node (they override the nodes' own)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+
+
+def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
+                     run_id: str) -> str:
+    env = {"CLUSTERCHECK_NODE": node.name, "OMP_NUM_THREADS": "1", **forwarded_env(), **launch.env}
+    if ifname:
+        env.setdefault("GLOO_SOCKET_IFNAME", ifname)
+        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    script = launch.script_paths[node.name]
+    argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), interpreter(node), "-m", "torch.distributed.run",
+            f"--nnodes={nnodes}", f"--nproc-per-node={launch.nproc[node.name]}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
+            f"--rdzv-conf=join_timeout={int(launch.timeout_s)}", "--max-restarts=0", "--monitor-interval=1",
+            script, *launch.args]
+    return "cd " + shlex.quote(os.path.dirname(script)) + " && exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> Stage:
+    """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
+    run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
+    runs = {n.name: NodeRun(n.name) for n in nodes}
+    handles: Dict[str, Running] = {}
+    started = time.monotonic()
+    deadline = started + launch.timeout_s
+    ifnames = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed if p.facts}
+    for node in nodes:
+        command = torchrun_command(node, launch, len(nodes), nodes[0].name, ifnames.get(node.name), run_id)
+        try:
+            handles[node.name] = cluster.transports[node.name].start(command)
+        except TransportError as exc:
+            runs[node.name].error, runs[node.name].lost, runs[node.name].exit_code = exc.detail, True, -1
+
+    def follow(node: Node) -> None:
+        run, handle = runs[node.name], handles[node.name]
+        while time.monotonic() < deadline:
+            line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
+            if line is not None:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    run.events.append(event)
+                    if progress:
+                        progress(node.name, event)
+                continue
+            code = handle.wait(0.05)
+            if code is not None:
+                run.exit_code, run.ended_s = code, time.monotonic() - started
+                connected = getattr(handle.transport, "connected", None)
+                run.lost = code == -1 and connected is not None and not connected()
+                return
+
+    threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes if n.name in handles]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    finally:
+        for node_name, handle in handles.items():
+            tail = handle.stop().strip().splitlines()
+            runs[node_name].stderr_tail = tail[-40:]
+            if runs[node_name].exit_code != 0:
+                runs[node_name].error = runs[node_name].error or telling_line(tail)
+    return Stage(launch.name, runs, time.monotonic() - started, launch.config)
+
+
+def telling_line(lines: List[str]) -> str:
+    """The line of stderr that says what went wrong (torchrun buries it in tracebacks)."""
+    keep = [line.strip() for line in lines if line.strip() and not line.startswith((" ", "Traceback", "[W", "W1",
+                                                                                       "warnings.warn"))]
+    keep = [line for line in keep if "FutureWarning" not in line and "UserWarning" not in line]
+    for marker in ("Error", "error", "Exception", "failed", "Failed", "Timeout", "timed out", "Killed"):
+        hits = [line for line in keep if marker in line]
+        if hits:
+            return hits[-1][:400]
+    return keep[-1][:400] if keep else ""
+
+
+def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes]) -> Dict[str, Dict[str, str]]:
+    """Put files into every node's run directory; node -> {name: path} (nodes that failed are left out)."""
+    placed: Dict[str, Dict[str, str]] = {}
+    for node in nodes:
+        try:
+            placed[node.name] = {name: cluster.transports[node.name].put(data, name) for name, data in files.items()}
+        except TransportError:
+            continue
+    return placed

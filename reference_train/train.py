@@ -1,0 +1,281 @@
+"""reference_train: a small GPT trained with DDP, DeepSpeed ZeRO 1/2/3 (and 3 with CPU
+offload), or FSDP, readable top to bottom. clustercheck's `smoke` runs it on every node.
+
+One node, 2 processes (CPU with Gloo, or GPUs with NCCL):
+    torchrun --standalone --nproc-per-node 2 reference_train/train.py --mode ddp --steps 50
+Several nodes (run on each; the first node's address as the rendezvous endpoint):
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node01:29400 \\
+        --rdzv-id run1 reference_train/train.py --mode zero3 --preset 125m --precision bf16
+With DeepSpeed's launcher (pdsh over a hostfile of `node slots=N` lines):
+    deepspeed --hostfile hostfile reference_train/train.py --mode zero2 --preset small
+Resume from the last checkpoint (same losses as an uninterrupted run):
+    torchrun ... reference_train/train.py --mode ddp --steps 100 --save-dir ckpt --save-every 50 --resume
+
+Rank 0 prints one JSON line per log step (step, loss, tokens/s, peak memory) and a final
+"summary" line: first and last loss, whether every rank holds the same weights, whether
+a checkpoint saved and loaded back identical, throughput per rank.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DistributedSampler
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from data import ByteWindows, generated_corpus, load_text  # noqa: E402
+from model import PRESETS, build  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")
+DS_CONFIGS = {"zero1": "ds_config_zero1.json", "zero2": "ds_config_zero2.json", "zero3": "ds_config_zero3.json",
+              "zero3-offload": "ds_config_zero3_offload.json"}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=MODES, default="ddp")
+    parser.add_argument("--preset", choices=list(PRESETS), default="tiny")
+    parser.add_argument("--data", help="your own .txt or .jsonl ({\"text\": ...} per line); default: generated")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--micro-batch", type=int, default=8, help="sequences per rank per micro-step")
+    parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="bf16/fp16 on GPUs")
+    parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--log-every", type=int, default=10)
+    parser.add_argument("--save-dir", help="checkpoints go here (step_N/)")
+    parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --save-dir")
+    parser.add_argument("--verify-checkpoint", action="store_true",
+                        help="at the end, save, load back and check the weights are identical")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # the deepspeed launcher's
+    return parser.parse_args(argv)
+
+
+def log(event: dict) -> None:
+    if dist.get_rank() == 0:
+        print(json.dumps(event), flush=True)
+
+
+def setup_distributed():
+    cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend)
+    return torch.device("cuda", local_rank) if cuda else torch.device("cpu"), backend
+
+
+def deepspeed_note() -> None:
+    """DeepSpeed compiles C++ ops the first time (about 100 s on a small machine): say so first."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.expanduser("~/.cache/torch_extensions")
+    built = os.path.isdir(root) and any("deepspeed" in name or "adam" in name
+                                        for _, dirs, _ in os.walk(root) for name in dirs)
+    if not built:
+        log({"event": "compiling", "text": f"DeepSpeed compiles its C++ ops on first use (about 100 s on a small "
+                                           f"machine); they are cached in {root} for later runs"})
+
+
+# ---- the model, wrapped for the chosen mode ---------------------------------------------------
+def wrap(args, model, device):
+    """(module to call, optimizer-like object with step/zero_grad, engine or None)."""
+    if args.mode in DS_CONFIGS:
+        import deepspeed
+        deepspeed_note()
+        with open(os.path.join(HERE, DS_CONFIGS[args.mode])) as handle:
+            config = json.load(handle)
+        config.update(train_micro_batch_size_per_gpu=args.micro_batch, gradient_accumulation_steps=args.grad_accum,
+                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"})
+        config["optimizer"]["params"]["lr"] = args.lr
+        client_optimizer = None
+        if device.type == "cpu" and args.mode != "zero3-offload":
+            # DeepSpeed's AdamW is a CUDA kernel; on CPUs use torch's (offload has its own CPU Adam)
+            config.pop("optimizer")
+            config["zero_allow_untested_optimizer"] = True
+            client_optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                               optimizer=client_optimizer, config=config)
+        return engine, engine, engine
+    model = model.to(device)
+    if args.mode == "fsdp":  # FSDP2: each block, then the rest, sharded over all ranks
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+    else:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    return model, optimizer, None
+
+
+def weights_checksum(args, module, engine) -> float:
+    """A number every rank computes over the full weights: equal everywhere if training stayed in sync."""
+    params = list((engine.module if engine else module).parameters())
+
+    def total(tensors):
+        return float(sum(t.detach().double().pow(2).sum() + t.detach().double().sum() for t in tensors))
+    if args.mode.startswith("zero3"):
+        import deepspeed
+        with deepspeed.zero.GatheredParameters(params):
+            return total(params)
+    if args.mode == "fsdp":  # sharded DTensors: gather each
+        return total(p.full_tensor() for p in params)
+    return total(params)
+
+
+def ranks_agree(value: float, device) -> bool:
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return all(abs(v - values[0]) <= 1e-9 * max(1.0, abs(values[0])) for v in values)
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+def save(args, directory, step, module, optimizer, engine):
+    tag = f"step_{step}"
+    if engine is not None:
+        engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+    # Full (unsharded) state, the same file for DDP and FSDP: gathered to CPU on every rank.
+    model_state, optim_state = get_state_dict(module, optimizer,
+                                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() == 0:
+        os.makedirs(os.path.join(directory, tag), exist_ok=True)
+        torch.save({"model": model_state, "optimizer": optim_state, "step": step},
+                   os.path.join(directory, tag, "state.pt"))
+        with open(os.path.join(directory, "latest"), "w") as handle:
+            handle.write(tag)
+    dist.barrier()
+
+
+def load(args, directory, module, optimizer, engine) -> int:
+    """Load the latest checkpoint; returns the step it was taken at (0 if there is none)."""
+    latest = os.path.join(directory, "latest")
+    if not os.path.exists(latest):
+        return 0
+    if engine is not None:
+        _, client_state = engine.load_checkpoint(directory)
+        return int(client_state["step"])
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+    with open(latest) as handle:
+        tag = handle.read().strip()
+    state = torch.load(os.path.join(directory, tag, "state.pt"), map_location="cpu", weights_only=False)
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
+                   options=StateDictOptions(full_state_dict=True))
+    return int(state["step"])
+
+
+# ---- training ---------------------------------------------------------------------------------------
+def batch_for(sampler, dataset, step, micro, args, device):
+    """The micro-batch of a global step: a pure function of the step, so --resume sees the same data."""
+    steps_per_epoch = max(1, len(sampler) // (args.micro_batch * args.grad_accum))
+    sampler.set_epoch(step // steps_per_epoch)
+    order = list(iter(sampler))
+    start = ((step % steps_per_epoch) * args.grad_accum + micro) * args.micro_batch
+    pairs = [dataset[i] for i in order[start:start + args.micro_batch]]
+    return torch.stack([x for x, _ in pairs]).to(device), torch.stack([y for _, y in pairs]).to(device)
+
+
+def peak_memory_mb(device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2 ** 20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device, backend = setup_distributed()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)   # the same initial weights on every rank
+    model = build(args.preset, activation_checkpointing=args.activation_checkpointing)
+    text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
+    dataset = ByteWindows(text, model.config.block_size)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
+    parameters = sum(p.numel() for p in model.parameters())   # before ZeRO-3 / FSDP shard them
+    module, optimizer, engine = wrap(args, model, device)
+    log({"event": "start", "mode": args.mode, "backend": backend, "world": world, "preset": args.preset,
+         "parameters": parameters, "steps": args.steps, "device": str(device)})
+
+    step = load(args, args.save_dir, module, optimizer, engine) if args.resume and args.save_dir else 0
+    if step:
+        log({"event": "resumed", "step": step})
+    # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
+    use_autocast = device.type == "cuda" and args.precision != "fp32" and args.mode == "ddp"
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16,
+                              enabled=use_autocast)
+    scaler = torch.amp.GradScaler("cuda", enabled=use_autocast and args.precision == "fp16")
+    tokens_per_step = world * args.grad_accum * args.micro_batch * model.config.block_size
+    started, window_start, first_loss, last_loss = time.time(), time.time(), None, None
+    while step < args.steps:
+        total = torch.zeros((), device=device)
+        for micro in range(args.grad_accum):
+            inputs, targets = batch_for(sampler, dataset, step, micro, args, device)
+            if engine is not None:   # DeepSpeed scales for accumulation and steps at the boundary itself
+                loss = engine(inputs, targets)
+                engine.backward(loss)
+                engine.step()
+            else:
+                with autocast:
+                    loss = module(inputs, targets)
+                scaler.scale(loss / args.grad_accum).backward()
+            total += loss.detach().float() / args.grad_accum
+        if engine is None:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        step += 1
+        dist.all_reduce(total)
+        mean_loss = total.item() / world
+        first_loss = mean_loss if first_loss is None else first_loss
+        last_loss = mean_loss
+        if step % args.log_every == 0 or step == args.steps:
+            now = time.time()
+            steps_done = args.log_every if step % args.log_every == 0 else step % args.log_every
+            log({"event": "step", "step": step, "loss": round(mean_loss, 6),
+                 "tokens_per_s": round(tokens_per_step * steps_done / max(now - window_start, 1e-9), 1),
+                 "peak_mem_mb": round(peak_memory_mb(device), 1)})
+            window_start = now
+        if args.save_dir and args.save_every and step % args.save_every == 0:
+            save(args, args.save_dir, step, module, optimizer, engine)
+    elapsed = time.time() - started
+
+    checksum = weights_checksum(args, module, engine)
+    agree = ranks_agree(checksum, device)
+    checkpoint_ok = None
+    if args.verify_checkpoint:
+        directory = args.save_dir or (tempfile.mkdtemp(prefix="reference_train.") if rank == 0 else None)
+        holder = [directory]
+        dist.broadcast_object_list(holder, 0)
+        directory = os.path.join(holder[0], "verify")
+        save(args, directory, step, module, optimizer, engine)
+        load(args, directory, module, optimizer, engine)
+        checkpoint_ok = ranks_agree(weights_checksum(args, module, engine), device) and \
+            abs(weights_checksum(args, module, engine) - checksum) <= 1e-9 * max(1.0, abs(checksum))
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(directory, ignore_errors=True)
+    log({"event": "summary", "mode": args.mode, "world": world, "steps": step, "first_loss": first_loss,
+         "last_loss": last_loss, "weights_agree": agree, "checkpoint_ok": checkpoint_ok,
+         "tokens_per_s": round(tokens_per_step * args.steps / max(elapsed, 1e-9), 1) if first_loss else None,
+         "tokens_per_s_per_rank": round(tokens_per_step * args.steps / max(elapsed, 1e-9) / world, 1)
+         if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3)})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
