@@ -12,6 +12,7 @@ from clustercheck.commands.env import env
 from clustercheck.commands.net import net
 from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
+from clustercheck.commands.smoke import smoke
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
 
 
@@ -31,6 +32,7 @@ cli.add_command(env)
 cli.add_command(net)
 cli.add_command(run)
 cli.add_command(sandbox)
+cli.add_command(smoke)
 
 
 def main(argv=None) -> None:

@@ -25,6 +25,8 @@ from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.transport.base import Running, TransportError
 
+FAILURE_GRACE_S = 15.0
+
 
 @dataclass
 class NodeRun:
@@ -37,6 +39,7 @@ class NodeRun:
     error: str = ""                     # could not start, or the telling line of stderr
     stderr_tail: List[str] = field(default_factory=list)
     ended_s: Optional[float] = None     # seconds after launch
+    cut_short: bool = False             # stopped by the tool because another node had failed
 
 
 @dataclass
@@ -103,7 +106,8 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         try:
             handles[node.name] = cluster.transports[node.name].start(command)
         except TransportError as exc:
-            runs[node.name].error, runs[node.name].lost, runs[node.name].exit_code = exc.detail, True, -1
+            run = runs[node.name]
+            run.error, run.lost, run.exit_code, run.ended_s = exc.detail, True, -1, 0.0
 
     def follow(node: Node) -> None:
         run, handle = runs[node.name], handles[node.name]
@@ -130,9 +134,15 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     for thread in threads:
         thread.start()
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)
+        # Once a node has failed, the others get FAILURE_GRACE_S to fail too (with their own error
+        # lines); ranks still waiting on the dead one would otherwise hang until the deadline.
+        while any(thread.is_alive() for thread in threads):
+            failed = [r.ended_s for r in runs.values() if r.exit_code not in (0, None) and r.ended_s is not None]
+            if failed and time.monotonic() - started > min(failed) + FAILURE_GRACE_S:
+                for run in runs.values():
+                    run.cut_short = run.exit_code is None
+                break
+            time.sleep(0.2)
     finally:
         for node_name, handle in handles.items():
             tail = handle.stop().strip().splitlines()

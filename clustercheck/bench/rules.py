@@ -68,11 +68,12 @@ def stage_outcome(stage: Stage, timeout_s: float) -> List[Finding]:
                                                            f"({len(runs)} nodes, {stage.wall_s:.1f} s)")]
     ranks = ranks_of(stage)
     lost = [n for n, r in runs.items() if r.lost]
-    hung = [n for n, r in runs.items() if r.exit_code is None]
+    hung = [n for n, r in runs.items() if r.exit_code is None and not r.cut_short]
     failed = [n for n, r in runs.items() if r.exit_code not in (0, None) and not r.lost]
     evidence = []
     for node, run in runs.items():
         state = ("connection lost (node down?)" if run.lost else
+                 "stopped after another node failed" if run.cut_short else
                  f"still running after {timeout_s:g} s, killed" if run.exit_code is None else
                  f"exit {run.exit_code}" if run.exit_code else "finished")
         evidence.append(f"{node} (ranks {_ranks_text(ranks.get(node, []))}): {state}"

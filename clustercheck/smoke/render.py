@@ -1,0 +1,67 @@
+"""How `clustercheck smoke` shows its result: progress while it runs, then the verdict."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, Dict, List, Sequence
+
+from clustercheck.inventory import fold
+from clustercheck.render import findings_lines, findings_markdown, report_header
+from clustercheck.result import Finding, sort_findings, worst
+from clustercheck.smoke.gather import SmokeFacts
+
+
+def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
+    """Rank 0's progress as it comes, and DeepSpeed's first-use compile, so a long wait is not a silent hang."""
+    def show(node: str, event: Dict) -> None:
+        kind = event.get("event")
+        if kind == "start":
+            text = (f"{event['world']} ranks up on {event['backend']}: {event['mode']}, {event['preset']} "
+                    f"({event['parameters']:,} parameters), {event['steps']} steps")
+        elif kind == "step":
+            text = (f"step {event['step']}: loss {event['loss']:.4f}, {event['tokens_per_s']:.0f} tokens/s, "
+                    f"peak {event['peak_mem_mb']:.0f} MB")
+        elif kind == "compiling":
+            text = f"{node}: {event['text']}"
+        elif kind == "resumed":
+            text = f"resumed at step {event['step']}"
+        else:
+            return
+        stream.write(f"[smoke] {text}\n")
+        stream.flush()
+    return show
+
+
+def _steps(facts: SmokeFacts) -> List[Dict]:
+    return facts.stage.events("step") if facts.stage else []
+
+
+def render_terminal(facts: SmokeFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
+    names = [n.name for n in facts.nodes]
+    lines = [f"clustercheck smoke: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
+             f"{sum(facts.nproc.values()) or '?'} ranks", ""]
+    return "\n".join(lines + findings_lines(findings, verbose))
+
+
+def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
+    status = worst(findings)
+    stage = facts.stage
+    return {"schema": 1, "command": "smoke", "verdict": status.name, "exit_code": status.exit_code,
+            "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
+            "nproc": facts.nproc, "steps": _steps(facts),
+            "summary": next(iter(stage.events("summary")), None) if stage else None,
+            "wall_s": stage.wall_s if stage else None,
+            "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error, "stderr_tail": r.stderr_tail}
+                      for n, r in (stage.runs.items() if stage else [])}}
+
+
+def render_markdown(facts: SmokeFacts, findings: Sequence[Finding], command: str) -> str:
+    names = [n.name for n in facts.nodes]
+    out = report_header("smoke", findings, command, [f"- nodes: {len(names)} ({fold(names)})"])
+    out += findings_markdown(findings)
+    steps = _steps(facts)
+    if steps:
+        out += ["## Training log (rank 0)", "", "| step | loss | tokens/s | peak MB |", "|---|---|---|---|"]
+        out += [f"| {s['step']} | {s['loss']:.4f} | {s['tokens_per_s']:.0f} | {s['peak_mem_mb']:.0f} |" for s in steps]
+        out.append("")
+    return "\n".join(out)
