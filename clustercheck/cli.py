@@ -10,6 +10,7 @@ from clustercheck import __version__
 from clustercheck.commands.bench import bench
 from clustercheck.commands.env import env
 from clustercheck.commands.net import net
+from clustercheck.commands.plan import plan
 from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
 from clustercheck.commands.smoke import smoke
@@ -30,6 +31,7 @@ def cli():
 cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(net)
+cli.add_command(plan)
 cli.add_command(run)
 cli.add_command(sandbox)
 cli.add_command(smoke)

@@ -180,11 +180,18 @@ def load(args, directory, module, optimizer, engine) -> int:
 
 
 # ---- training ---------------------------------------------------------------------------------------
+_EPOCH_ORDER = {}
+
+
 def batch_for(sampler, dataset, step, micro, args, device):
     """The micro-batch of a global step: a pure function of the step, so --resume sees the same data."""
     steps_per_epoch = max(1, len(sampler) // (args.micro_batch * args.grad_accum))
-    sampler.set_epoch(step // steps_per_epoch)
-    order = list(iter(sampler))
+    epoch = step // steps_per_epoch
+    if epoch not in _EPOCH_ORDER:   # this rank's share of the epoch's shuffled order, once per epoch
+        sampler.set_epoch(epoch)
+        _EPOCH_ORDER.clear()
+        _EPOCH_ORDER[epoch] = list(iter(sampler))
+    order = _EPOCH_ORDER[epoch]
     start = ((step % steps_per_epoch) * args.grad_accum + micro) * args.micro_batch
     pairs = [dataset[i] for i in order[start:start + args.micro_batch]]
     return torch.stack([x for x, _ in pairs]).to(device), torch.stack([y for _, y in pairs]).to(device)
@@ -238,11 +245,13 @@ def main(argv=None):
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
         step += 1
-        dist.all_reduce(total)
-        mean_loss = total.item() / world
-        first_loss = mean_loss if first_loss is None else first_loss
-        last_loss = mean_loss
-        if step % args.log_every == 0 or step == args.steps:
+        logging_step = step % args.log_every == 0 or step == args.steps
+        if first_loss is None or logging_step:   # the mean over ranks costs a collective: only when shown
+            dist.all_reduce(total)
+            mean_loss = total.item() / world
+            first_loss = mean_loss if first_loss is None else first_loss
+            last_loss = mean_loss
+        if logging_step:
             now = time.time()
             steps_done = args.log_every if step % args.log_every == 0 else step % args.log_every
             log({"event": "step", "step": step, "loss": round(mean_loss, 6),

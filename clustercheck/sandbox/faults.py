@@ -6,6 +6,7 @@ Each knob records itself in the sandbox state so `status` shows it and `clear` u
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from typing import List, Sequence
@@ -130,7 +131,8 @@ def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Se
     original = os.path.join(box.dir, f"site.{node.name}.orig")
     mirror = os.path.join(box.dir, f"site.{node.name}.mirror")
     os.makedirs(original, exist_ok=True)
-    os.makedirs(mirror, exist_ok=True)
+    shutil.rmtree(mirror, ignore_errors=True)  # an earlier fault's links would show what is hidden now
+    os.makedirs(mirror)
     hidden_names = {_normalise(h) for h in hidden}
     for entry in os.listdir(site_packages):
         if _package_of(entry) in hidden_names:

@@ -1,0 +1,57 @@
+"""smoke's failure classifier on logs shaped like real torchrun failures, and plan's figures."""
+
+import pytest
+
+from clustercheck.launch import NodeRun
+from clustercheck.plan import judge_plan, needs, parse_count
+from clustercheck.result import Status
+from clustercheck.smoke.rules import classify
+
+
+def run(node, code, *lines, lost=False, cut_short=False):
+    return NodeRun(node, exit_code=code, lost=lost, stderr_tail=list(lines), cut_short=cut_short)
+
+
+def test_import_error_beats_the_echoes_on_other_nodes():
+    runs = {"n1": run("n1", 1, "[rank0]: torch.distributed.DistBackendError: Connection closed by peer [10.0.0.3]"),
+            "n2": run("n2", 1, "[rank1]: ModuleNotFoundError: No module named 'deepspeed'")}
+    cause = classify(runs, 60)
+    assert (cause.kind, cause.nodes, cause.ranks) == ("import", ["n2"], [1])
+
+
+def test_out_of_memory_is_named_with_its_ranks():
+    runs = {"n1": run("n1", 1, "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+            "n2": run("n2", None, cut_short=True)}
+    cause = classify(runs, 60)
+    assert (cause.kind, cause.nodes, cause.ranks) == ("oom", ["n1"], [3])
+
+
+def test_a_lost_node_is_the_cause_not_its_peers_connection_errors():
+    runs = {"n1": run("n1", 1, "[rank0]: RuntimeError: Gloo connectFullMesh failed"),
+            "n2": run("n2", -1, lost=True)}
+    cause = classify(runs, 60)
+    assert (cause.kind, cause.nodes) == ("node-down", ["n2"])
+
+
+def test_rendezvous_timeout_and_hang():
+    rendezvous = {"n1": run("n1", 1, "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError")}
+    assert classify(rendezvous, 60).kind == "rendezvous"
+    hang = {"n1": run("n1", None), "n2": run("n2", None)}
+    cause = classify(hang, 60)
+    assert cause.kind == "hang" and cause.nodes == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("text, value", [("7B", 7_000_000_000), ("125M", 125_000_000), ("1.3e9", 1_300_000_000)])
+def test_parse_count(text, value):
+    assert parse_count(text, "--params") == value
+
+
+def test_seven_billion_parameters_on_eight_80gb_gpus():
+    rows = {r.mode: r for r in needs(7_000_000_000, 8, 1, 140_000_000)}
+    assert rows["ddp"].gpu_bytes == 112e9                   # 16 bytes per parameter
+    assert rows["zero1"].gpu_bytes == 4 * 7e9 + 12 * 7e9 / 8
+    assert rows["zero3"].gpu_bytes < rows["zero2"].gpu_bytes < rows["zero1"].gpu_bytes
+    findings = {f.check: f for f in judge_plan(list(rows.values()), 80 * 2 ** 30, None)}
+    assert findings["plan.ddp"].status is Status.WARN      # 104 GiB of model states on an 80 GiB GPU
+    assert findings["plan.zero3"].status is Status.OK
+    assert "plan" not in findings
