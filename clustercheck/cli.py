@@ -8,11 +8,14 @@ import click
 
 from clustercheck import __version__
 from clustercheck.commands.bench import bench
+from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
 from clustercheck.commands.net import net
 from clustercheck.commands.plan import plan
+from clustercheck.commands.preflight import preflight
 from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
+from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
 
@@ -28,12 +31,15 @@ def cli():
     """
 
 
+cli.add_command(preflight)
 cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(net)
 cli.add_command(plan)
 cli.add_command(run)
 cli.add_command(sandbox)
+cli.add_command(sbatch)
+cli.add_command(diff)
 cli.add_command(smoke)
 
 

@@ -26,6 +26,12 @@ from clustercheck.inventory import Node
 from clustercheck.transport.base import Running, TransportError
 
 FAILURE_GRACE_S = 15.0
+_SWEEP = ("import os,sys\n"
+          "tag=sys.argv[1].encode()\n"
+          "for p in os.listdir('/proc'):\n"
+          " try:\n"
+          "  if p.isdigit() and tag in open('/proc/%s/environ'%p,'rb').read().split(b'\\0'): os.kill(int(p),9)\n"
+          " except OSError: pass")
 
 
 @dataclass
@@ -79,7 +85,9 @@ def forwarded_env() -> Dict[str, str]:
 
 def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
                      run_id: str) -> str:
-    env = {"CLUSTERCHECK_NODE": node.name, "OMP_NUM_THREADS": "1", **forwarded_env(), **launch.env}
+    tag = f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
+    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **forwarded_env(),
+           **launch.env}
     if ifname:
         env.setdefault("GLOO_SOCKET_IFNAME", ifname)
         env.setdefault("NCCL_SOCKET_IFNAME", ifname)
@@ -89,7 +97,14 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifnam
             f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
             f"--rdzv-conf=join_timeout={int(launch.timeout_s)}", "--max-restarts=0", "--monitor-interval=1",
             script, *launch.args]
-    return "cd " + shlex.quote(os.path.dirname(script)) + " && exec " + " ".join(shlex.quote(a) for a in argv)
+    # torchrun starts its workers in sessions of their own, out of reach of the guard's group kill.
+    # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
+    # when torchrun ends (or is stopped) is killed, found through /proc by the node's own python.
+    sweep = shlex.quote(_SWEEP) + " " + shlex.quote(f"CLUSTERCHECK_RUN={tag}")
+    return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; "
+            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
+            "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
+            + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
 
 
 def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,

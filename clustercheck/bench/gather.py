@@ -82,8 +82,10 @@ def worker_config(options: BenchOptions, backend: str, mode: str, rounds=None) -
 
 
 def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions, probe_timeout_s: float = 60.0,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> BenchFacts:
-    probed = probe_cluster(cluster, nodes, probe_timeout_s)
+                 progress: Optional[Callable[[str, Dict], None]] = None,
+                 probed: Optional[List[Probed]] = None) -> BenchFacts:
+    """probed: the env probe's results when the caller has them already (preflight)."""
+    probed = probed if probed is not None else probe_cluster(cluster, nodes, probe_timeout_s)
     facts = BenchFacts(list(nodes), probed)
     for p in probed:
         if p.facts is None:

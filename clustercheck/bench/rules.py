@@ -25,7 +25,8 @@ from clustercheck.result import Finding, Status
 # unidirectional rate per GPU.
 TYPICAL_SINGLE_NODE_ALLREDUCE = [("H200", 431.0), ("H100", 460.0), ("A100-SXM4-80GB", 228.0),
                                  ("A100 80GB", 228.0)]
-SLOW_PAIR_RATIO = 0.6   # a pair below this fraction of the median pair is slow
+SLOW_PAIR_RATIO = 0.6   # a node whose pairs' median is below this fraction of the other pairs' is slow
+SLOW_LINK_RATIO = 0.35  # one pair is a single, noisier measurement: slow only when far below the rest
 
 
 @dataclass
@@ -195,14 +196,22 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
         return []
     median = statistics.median(matrix.values())
     nodes = sorted({n for pair in matrix for n in pair})
-    slow_pairs = {pair for pair, speed in matrix.items() if speed < SLOW_PAIR_RATIO * median}
+    # A node is slow when its pairs are slow next to the pairs it is not in (with 3 nodes, two of
+    # the three pairs hold the slow node: the overall median would hide it).
     slow_nodes = []
     for node in nodes:
-        mine = [pair for pair in matrix if node in pair]
+        mine = [speed for pair, speed in matrix.items() if node in pair]
+        others = [speed for pair, speed in matrix.items() if node not in pair]
         confirmed = [speed for pair, speed in confirm.items() if node in pair]
-        if len(nodes) > 2 and mine and all(pair in slow_pairs for pair in mine) and \
-                all(speed < SLOW_PAIR_RATIO * median for speed in confirmed):
+        if others and mine and statistics.median(mine) < SLOW_PAIR_RATIO * statistics.median(others) and \
+                all(speed < SLOW_PAIR_RATIO * statistics.median(others) for speed in confirmed):
             slow_nodes.append(node)
+    slow_pairs = set()
+    for pair, speed in matrix.items():
+        rest = [s for p, s in matrix.items() if p != pair and not set(p) & set(slow_nodes)]
+        limit = SLOW_PAIR_RATIO if set(pair) & set(slow_nodes) else SLOW_LINK_RATIO
+        if speed < limit * (statistics.median(rest) if rest else median):
+            slow_pairs.add(pair)
     slow_links = [pair for pair in slow_pairs if not set(pair) & set(slow_nodes)]
     evidence = [f"{a} <-> {b}: {speed:.3f} GB/s" + (" (slow)" if (a, b) in slow_pairs else "")
                 for (a, b), speed in sorted(matrix.items())]
@@ -219,7 +228,8 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
         findings.append(Finding(
             "bench.pairwise.link", Status.FAIL,
             "slow link" + ("s" if len(slow_links) > 1 else "") + ": " +
-            ", ".join(f"{a} <-> {b}" for a, b in sorted(slow_links)) + " (both nodes are fast with others)",
+            ", ".join(f"{a} <-> {b}" for a, b in sorted(slow_links)) +
+            f" (below {SLOW_LINK_RATIO:.0%} of the other pairs; both nodes are fast with others)",
             evidence, "check the path between those two nodes: switch ports, routing, a congested uplink",
             sorted({n for pair in slow_links for n in pair})))
     if not findings:

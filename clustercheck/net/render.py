@@ -40,7 +40,7 @@ def matrix_rows(facts: NetFacts) -> List[List[str]]:
     return rows
 
 
-def _matrix(facts: NetFacts, tablefmt: str) -> List[str]:
+def matrix_lines(facts: NetFacts, tablefmt: str) -> List[str]:
     names = [n.name for n in facts.nodes]
     if len(names) < 2 or len(names) > MATRIX_MAX_NODES:
         return []
@@ -61,7 +61,7 @@ def render_terminal(facts: NetFacts, findings: Sequence[Finding], verbose: bool 
     names = [n.name for n in facts.nodes]
     lines = [f"clustercheck net: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
              f"{len(facts.listeners)} listening; {_ports_line(facts)}", ""]
-    matrix = _matrix(facts, "plain")
+    matrix = matrix_lines(facts, "plain")
     if matrix:
         lines += matrix + [""]
     lines += findings_lines(findings, verbose)
@@ -82,7 +82,7 @@ def render_markdown(facts: NetFacts, findings: Sequence[Finding], command: str) 
     out = report_header("net", findings, command, [f"- nodes: {len(names)} ({fold(names)})",
                                                     f"- {_ports_line(facts)}"])
     out += findings_markdown(findings)
-    matrix = _matrix(facts, "github")
+    matrix = matrix_lines(facts, "github")
     if matrix:
         out += ["## Connections", "", matrix[0], "", f"`{matrix[1]}`", ""]
     if facts.links:

@@ -56,8 +56,10 @@ def trainer_args(options: SmokeOptions) -> List[str]:
 
 
 def gather_smoke(cluster: Cluster, nodes: Sequence[Node], options: SmokeOptions,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> SmokeFacts:
-    probed = probe_cluster(cluster, nodes, 60.0)
+                 progress: Optional[Callable[[str, Dict], None]] = None,
+                 probed: Optional[List[Probed]] = None) -> SmokeFacts:
+    """probed: the env probe's results when the caller has them already (preflight)."""
+    probed = probed if probed is not None else probe_cluster(cluster, nodes, 60.0)
     facts = SmokeFacts(list(nodes), probed)
     for p in probed:
         if p.facts is None:

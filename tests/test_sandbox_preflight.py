@@ -1,0 +1,113 @@
+"""`clustercheck preflight` and `diff` against the sandbox: a clean 3-node cluster is READY;
+a drifted package, a dropped port, a slowed link or a dead node makes it NOT READY with
+the right finding first; diff shows exactly what changed; the report is well formed."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.sandbox import faults
+from tests.conftest import clustercheck, gone
+
+pytestmark = pytest.mark.sandbox
+
+
+def preflight(box, tmp_path, name, *args):
+    nodes = tmp_path / "nodes.txt"
+    nodes.write_text("\n".join(node.name for node in box.nodes[:3]) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "clustercheck", "preflight", str(nodes), "-F", box.ssh_config,
+                           "--python", sys.executable, "--reports-dir", str(tmp_path / "reports"), "--name", name,
+                           "--attempt-timeout", "2", "--connect-timeout", "3", "--bench-max-bytes", "4M",
+                           "--smoke-steps", "20", *args], capture_output=True, text=True, timeout=600)
+    [report] = [p for p in (tmp_path / "reports").iterdir() if p.name.endswith(f"-{name}.json")]
+    with open(report) as handle:
+        return proc, json.load(handle), str(report)
+
+
+def first_problem(doc):
+    return next(f for f in doc["findings"] if f["status"] == "FAIL") if any(
+        f["status"] == "FAIL" for f in doc["findings"]) else None
+
+
+def check_markdown(md_path):
+    """Tables well formed (every row as many cells as its header) and every image present."""
+    text = open(md_path).read()
+    table = []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            widths = {len(re.findall(r"(?<!\\)\|", row)) for row in table}
+            assert len(widths) == 1, table[:3]
+            assert re.match(r"^\|[-| ]+\|$", table[1]), table[1]
+            table = []
+    for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+        assert os.path.exists(os.path.join(os.path.dirname(md_path), image)), image
+    return text
+
+
+def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
+    proc, doc, path = preflight(box, tmp_path, "clean")
+    assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    assert {s: v["status"] for s, v in doc["stages"].items()} == {"env": "OK", "net": "OK", "bench": "OK",
+                                                                   "smoke": "OK"}
+    text = check_markdown(path[:-5] + ".md")
+    assert text.startswith("# READY (")
+    for section in ("## Findings", "## Stages", "## Versions and settings", "## Network", "## Bandwidth",
+                    "## Training"):
+        assert section in text
+    assert "`clustercheck smoke " in text and doc["version"]
+    assert gone("entry.py --mode") and gone("clustercheck_bench_worker")
+
+
+def test_a_drifted_package_is_the_first_finding_and_diff_shows_exactly_it(box, tmp_path):
+    _, clean, clean_path = preflight(box, tmp_path, "before", "--only", "env")
+    victim = box.nodes[2].name
+    site = os.path.dirname(os.path.dirname(importlib.util.find_spec("deepspeed").origin))
+    faults.hide_python_packages(box, victim, site, ["deepspeed"])
+    proc, broken, broken_path = preflight(box, tmp_path, "after", "--only", "env")
+    assert proc.returncode == EXIT_FAIL
+    assert first_problem(broken)["check"] == "same.deepspeed" and first_problem(broken)["nodes"] == [victim]
+    diff = clustercheck("diff", clean_path, broken_path)
+    assert diff.returncode == EXIT_FAIL
+    lines = diff.stdout.splitlines()
+    assert f"  deepspeed on {victim}: 0.19.8 -> not installed" in lines or any(
+        line.startswith(f"  deepspeed on {victim}:") and line.endswith("-> not installed") for line in lines)
+    assert [line for line in lines if line.startswith("new ")] == [
+        f"new FAIL: [env] deepspeed is not installed on {victim}"]
+    assert "Verdict: WORSE" in diff.stdout
+
+
+def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):
+    faults.drop_port(box, box.nodes[0].name, 29500)
+    proc, doc, _ = preflight(box, tmp_path, "port")
+    assert proc.returncode == EXIT_FAIL
+    assert first_problem(doc)["check"] == "net.master.reach"
+    assert doc["stages"]["bench"]["status"] == "SKIPPED"
+    assert "collectives would hang" in doc["stages"]["bench"]["skipped"]
+
+
+def test_a_slowed_link_is_named_by_the_bench(box, tmp_path):
+    slow = box.nodes[1].name
+    faults.slow_link(box, slow, 100)
+    proc, doc, _ = preflight(box, tmp_path, "slow", "--skip", "smoke")
+    assert proc.returncode == EXIT_FAIL
+    first = first_problem(doc)
+    assert first["check"] == "bench.pairwise.node" and first["nodes"] == [slow]
+
+
+def test_a_dead_node_is_named_first(box, tmp_path):
+    dead = box.nodes[2].name
+    faults.blackhole(box, dead)
+    proc, doc, _ = preflight(box, tmp_path, "dead")
+    assert proc.returncode == EXIT_FAIL
+    first = first_problem(doc)
+    assert first["check"] == "reach" and first["nodes"] == [dead] and first["stage"] == "env"
+    assert doc["stages"]["smoke"]["status"] == "SKIPPED"
