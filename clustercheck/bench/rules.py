@@ -26,7 +26,7 @@ from clustercheck.result import Finding, Status
 TYPICAL_SINGLE_NODE_ALLREDUCE = [("H200", 431.0), ("H100", 460.0), ("A100-SXM4-80GB", 228.0),
                                  ("A100 80GB", 228.0)]
 SLOW_PAIR_RATIO = 0.6   # a node whose pairs' median is below this fraction of the other pairs' is slow
-SLOW_LINK_RATIO = 0.35  # one pair is a single, noisier measurement: slow only when far below the rest
+SLOW_LINK_RATIO = 0.2   # one pair is a single, noisy measurement: slow only when far below the rest
 
 
 @dataclass
@@ -218,10 +218,12 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     evidence += [f"confirm {a} <-> {b}: {speed:.3f} GB/s" for (a, b), speed in sorted(confirm.items())]
     findings = []
     if slow_nodes:
+        mine = statistics.median(s for p, s in matrix.items() if set(p) & set(slow_nodes))
+        rest = [s for p, s in matrix.items() if not set(p) & set(slow_nodes)]
         findings.append(Finding(
             "bench.pairwise.node", Status.FAIL,
-            f"slow node{'s' if len(slow_nodes) > 1 else ''}: {fold(slow_nodes)} "
-            f"(every pair with it below {SLOW_PAIR_RATIO:.0%} of the median {median:.3f} GB/s)", evidence,
+            f"slow node{'s' if len(slow_nodes) > 1 else ''}: {fold(slow_nodes)} ({mine:.3f} GB/s with its "
+            f"partners; {statistics.median(rest) if rest else median:.3f} GB/s between the others)", evidence,
             "check that node's NIC (ethtool / ibstat: speed, errors), cable and switch port, and any traffic "
             "shaping (tc qdisc); or drain it", slow_nodes))
     if slow_links:

@@ -1,5 +1,6 @@
 import json
 import os
+import shlex
 import sys
 
 import click
@@ -26,6 +27,18 @@ def parse_stages(ctx, param, value):
         raise InputError(f"--{param.name}: unknown stage (stages: {', '.join(STAGES)})", "command line",
                          value=unknown[0])
     return names
+
+
+def connection_args(opts) -> str:
+    """The nodes and connection options as given, for the stages' reproduce-with commands."""
+    parts = [shlex.quote(opts["nodes_file"])] if opts.get("nodes_file") else (["--slurm"] if opts.get("slurm") else [])
+    for key, flag in (("ssh_config", "-F"), ("python_path", "--python"), ("user", "--user"), ("port", "--port")):
+        if opts.get(key):
+            parts += [flag, shlex.quote(str(opts[key]))]
+    parts += [f"--known-hosts {shlex.quote(path)}" for path in opts.get("known_hosts") or ()]
+    if opts.get("accept_new_hostkeys"):
+        parts.append("--accept-new-hostkeys")
+    return " ".join(parts)
 
 
 @click.command()
@@ -78,7 +91,7 @@ def preflight(only, skip, config_path, workdir, master_port, attempt_timeout, be
                            max_bytes=bench_max_bytes, step_factor=4, iters=5, warmup=2, pairwise=pairwise,
                            pair_bytes=2 ** 20, timeout_s=timeout),
         smoke=SmokeOptions(mode=smoke_mode, steps=smoke_steps, timeout_s=timeout))
-    nodes_arg = opts.get("nodes_file") or ("--slurm" if opts.get("slurm") else "")
+    nodes_arg = connection_args(opts)
 
     def progress(stage, text):
         click.echo(f"[preflight] {stage}: {text}", err=True)
