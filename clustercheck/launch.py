@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from clustercheck.env.facts import training_interface
+from clustercheck.env.facts import get, gpu_count, training_interface
 from clustercheck.env.gather import Probed, interpreter
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
@@ -188,3 +188,19 @@ def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes]) -> Di
         except TransportError:
             continue
     return placed
+
+
+def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:
+    """Nodes that cannot take part in a torchrun launch, and why (torchrun would wait for them)."""
+    problems = {}
+    for p in probed:
+        if p.facts is None:
+            problems[p.name] = p.problem
+        elif not get(p.facts, "packages", "versions", "torch"):
+            problems[p.name] = f"torch is not installed for {interpreter(p.node)}"
+    return problems
+
+
+def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:
+    """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1."""
+    return {p.name: requested or p.node.slots or (gpu_count(p.facts) if gpus else 0) or 1 for p in probed}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from typing import Optional
+from typing import Dict, Optional
+
+from clustercheck.errors import InputError
 
 DEFAULT_DIR = "reports"
 
@@ -27,3 +30,15 @@ def write_report(kind: str, markdown: str, directory: str = DEFAULT_DIR, path: O
     with open(path, "x", encoding="utf-8") as handle:
         handle.write(markdown if markdown.endswith("\n") else markdown + "\n")
     return path
+
+
+def read_json_document(path: str, command: str, what: str) -> Dict:
+    """An earlier `clustercheck <command> --json` output (or preflight report), or bad input naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} ({exc})", path) from None
+    if not isinstance(doc, dict) or doc.get("command") != command:
+        raise InputError(f"not {what}", path)
+    return doc

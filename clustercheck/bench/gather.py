@@ -17,10 +17,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.bench.table import COLLECTIVES
 from clustercheck.env.facts import get, gpu_count
-from clustercheck.env.gather import Probed, interpreter, probe_cluster
+from clustercheck.env.gather import Probed, probe_cluster
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, run_torchrun, ship
+from clustercheck.launch import Launch, Stage, ranks_per_node, readiness_problems, run_torchrun, ship
 from clustercheck.net.gather import round_robin
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
@@ -87,17 +87,11 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions,
     """probed: the env probe's results when the caller has them already (preflight)."""
     probed = probed if probed is not None else probe_cluster(cluster, nodes, probe_timeout_s)
     facts = BenchFacts(list(nodes), probed)
-    for p in probed:
-        if p.facts is None:
-            facts.problems[p.name] = p.problem
-        elif not get(p.facts, "packages", "versions", "torch"):
-            facts.problems[p.name] = f"torch is not installed for {interpreter(p.node)}"
+    facts.problems = readiness_problems(probed)
     if facts.problems:
-        return facts   # torchrun would wait for every node until its join timeout
+        return facts
     facts.backend = choose_backend(probed, options.backend)
-    for p in probed:
-        facts.nproc[p.name] = options.nproc_per_node or p.node.slots or (
-            gpu_count(p.facts) if facts.backend == "nccl" else 0) or 1
+    facts.nproc = ranks_per_node(probed, options.nproc_per_node, facts.backend == "nccl")
     with open(WORKER, "rb") as handle:
         placed = ship(cluster, nodes, {"clustercheck_bench_worker.py": handle.read()})
     for node in nodes:

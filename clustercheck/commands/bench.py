@@ -12,7 +12,7 @@ from clustercheck.bench.rules import Expectations
 from clustercheck.bench.table import COLLECTIVES
 from clustercheck.errors import InputError
 from clustercheck.options import cluster_options, fanout_options, load_nodes
-from clustercheck.report import new_report_path, write_report
+from clustercheck.report import new_report_path, read_json_document, write_report
 
 UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
 
@@ -38,16 +38,7 @@ def parse_collectives(ctx, param, value):
 
 
 def load_baseline(path):
-    if path is None:
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the baseline ({exc})", path) from None
-    if not isinstance(doc, dict) or doc.get("command") != "bench":
-        raise InputError("not a `clustercheck bench --json` document", path)
-    return doc
+    return read_json_document(path, "bench", "a `clustercheck bench --json` document") if path else None
 
 
 @click.command()

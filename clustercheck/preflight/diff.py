@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK, InputError
+from clustercheck.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.inventory import fold
+from clustercheck.report import read_json_document
 
 DEFAULT_THRESHOLD = 0.10
 
@@ -33,14 +33,7 @@ class Changes:
 
 
 def load_report(path: str) -> Dict:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the report ({exc})", path) from None
-    if not isinstance(doc, dict) or doc.get("command") != "preflight":
-        raise InputError("not a preflight report (.json)", path)
-    return doc
+    return read_json_document(path, "preflight", "a preflight report (.json)")
 
 
 def _key(finding: Dict) -> Tuple:

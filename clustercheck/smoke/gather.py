@@ -13,10 +13,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import reference_train
 from clustercheck.env.facts import get, gpu_count
-from clustercheck.env.gather import Probed, interpreter, probe_cluster
+from clustercheck.env.gather import Probed, probe_cluster
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, run_torchrun, ship
+from clustercheck.launch import Launch, Stage, ranks_per_node, readiness_problems, run_torchrun, ship
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(reference_train.__file__))
 TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "ds_config_zero1.json", "ds_config_zero2.json",
@@ -61,16 +61,11 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], options: SmokeOptions,
     """probed: the env probe's results when the caller has them already (preflight)."""
     probed = probed if probed is not None else probe_cluster(cluster, nodes, 60.0)
     facts = SmokeFacts(list(nodes), probed)
-    for p in probed:
-        if p.facts is None:
-            facts.problems[p.name] = p.problem
-        elif not get(p.facts, "packages", "versions", "torch"):
-            facts.problems[p.name] = f"torch is not installed for {interpreter(p.node)}"
+    facts.problems = readiness_problems(probed)
     if facts.problems:
-        return facts   # torchrun would wait for the missing node until its join timeout
-    for p in probed:
-        cuda = bool(gpu_count(p.facts)) and bool(get(p.facts, "packages", "torch_build", "cuda"))
-        facts.nproc[p.name] = options.nproc_per_node or p.node.slots or (gpu_count(p.facts) if cuda else 0) or 1
+        return facts
+    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed)
+    facts.nproc = ranks_per_node(probed, options.nproc_per_node, bool(cuda))
     files = {}
     for name in TRAINER_FILES:
         with open(os.path.join(TRAINER_DIR, name), "rb") as handle:
