@@ -141,8 +141,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             code = handle.wait(0.05)
             if code is not None:
                 run.exit_code, run.ended_s = code, time.monotonic() - started
-                connected = getattr(handle.transport, "connected", None)
-                run.lost = code == -1 and connected is not None and not connected()
+                run.lost = code == -1 and handle.lost
                 return
 
     threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes if n.name in handles]
@@ -179,15 +178,25 @@ def telling_line(lines: List[str]) -> str:
     return keep[-1][:400] if keep else ""
 
 
-def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes]) -> Dict[str, Dict[str, str]]:
-    """Put files into every node's run directory; node -> {name: path} (nodes that failed are left out)."""
+def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],
+         problems: Dict[str, str]) -> Dict[str, Dict[str, str]]:
+    """Put files into every node's run directory: node -> {name: path}; a node that failed goes into problems."""
     placed: Dict[str, Dict[str, str]] = {}
     for node in nodes:
         try:
             placed[node.name] = {name: cluster.transports[node.name].put(data, name) for name, data in files.items()}
-        except TransportError:
-            continue
+        except TransportError as exc:
+            problems[node.name] = f"cannot write {', '.join(files)} into its run directory: {exc.detail}"
     return placed
+
+
+def choose_backend(probed: Sequence[Probed], requested: str) -> str:
+    """NCCL when every probed node has GPUs and a CUDA build of torch, else Gloo; unless requested."""
+    if requested != "auto":
+        return requested
+    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed
+               if p.facts is not None)
+    return "nccl" if cuda and any(p.facts for p in probed) else "gloo"
 
 
 def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from clustercheck.env.gather import parse_document as parse_line
 from clustercheck.inventory import Node
-from clustercheck.net.gather import NetFacts, parse_line, round_robin
+from clustercheck.net.gather import NetFacts, round_robin
 from clustercheck.net.rules import judge_net, links, mesh
 from clustercheck.probe import inline_command, net_probe
 from clustercheck.result import Status

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.bench.table import COLLECTIVES
-from clustercheck.env.facts import get, gpu_count
 from clustercheck.env.gather import Probed, probe_cluster
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, ranks_per_node, readiness_problems, run_torchrun, ship
+from clustercheck.launch import Launch, Stage, choose_backend, ranks_per_node, readiness_problems, run_torchrun, ship
 from clustercheck.net.gather import round_robin
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
@@ -59,14 +58,6 @@ class BenchFacts:
     problems: Dict[str, str] = field(default_factory=dict)   # node -> why it could not take part
 
 
-def choose_backend(probed: Sequence[Probed], requested: str) -> str:
-    if requested != "auto":
-        return requested
-    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed
-               if p.facts is not None)
-    return "nccl" if cuda and any(p.facts for p in probed) else "gloo"
-
-
 def worker_config(options: BenchOptions, backend: str, mode: str, rounds=None) -> Dict:
     defaults = NCCL_DEFAULTS if backend == "nccl" else GLOO_DEFAULTS
     config = {"mode": mode, "backend": backend, "dtype": options.dtype, "op": options.op, "check": options.check,
@@ -93,10 +84,7 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions,
     facts.backend = choose_backend(probed, options.backend)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, facts.backend == "nccl")
     with open(WORKER, "rb") as handle:
-        placed = ship(cluster, nodes, {"clustercheck_bench_worker.py": handle.read()})
-    for node in nodes:
-        if node.name not in placed:
-            facts.problems[node.name] = "cannot write the worker into its run directory"
+        placed = ship(cluster, nodes, {"clustercheck_bench_worker.py": handle.read()}, facts.problems)
     if facts.problems:
         return facts
     paths = {name: files["clustercheck_bench_worker.py"] for name, files in placed.items()}

@@ -5,13 +5,12 @@ import sys
 
 import click
 
-from clustercheck.bench.gather import BenchOptions
 from clustercheck.commands.bench import parse_size
 from clustercheck.config import load_config
 from clustercheck.errors import InputError
 from clustercheck.net.gather import DEFAULT_MASTER_PORT, NetOptions
 from clustercheck.options import cluster_options, fanout_options, load_nodes
-from clustercheck.preflight import STAGES, PreflightOptions, run_preflight
+from clustercheck.preflight import STAGES, PreflightOptions, run_preflight, short_sweep
 from clustercheck.preflight.diff import diff_reports, load_report, render_changes
 from clustercheck.preflight.report import to_json, write_preflight_report
 from clustercheck.render import findings_lines
@@ -87,9 +86,7 @@ def preflight(only, skip, config_path, workdir, master_port, attempt_timeout, be
     options = PreflightOptions(
         stages=stages, config=load_config(config_path), workdir=workdir,
         net=NetOptions(master_port=master_port, attempt_timeout_s=attempt_timeout),
-        bench=BenchOptions(collectives=("all_reduce",), min_bytes=min(2 ** 20, bench_max_bytes),
-                           max_bytes=bench_max_bytes, step_factor=4, iters=5, warmup=2, pairwise=pairwise,
-                           pair_bytes=2 ** 20, timeout_s=timeout),
+        bench=short_sweep(bench_max_bytes, pairwise, timeout),
         smoke=SmokeOptions(mode=smoke_mode, steps=smoke_steps, timeout_s=timeout))
     nodes_arg = connection_args(opts)
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 from clustercheck.config import Config
-from clustercheck.env.facts import comparable
 from clustercheck.env.gather import Probed, probe_cluster
-from clustercheck.env.rules import judge
+from clustercheck.env.rules import EnvContext, judge
 from clustercheck.fanout import Cluster, FanoutOptions
 from clustercheck.inventory import Node
 from clustercheck.result import Finding, worst
@@ -31,8 +30,8 @@ class EnvResult:
 
 def evaluate(probed: Sequence[Probed], config: Config) -> EnvResult:
     """Judge probe results (recorded or fresh): pure, no I/O."""
-    values = {p.name: comparable(p.facts, p.node.ifname) for p in probed if p.facts is not None}
-    return EnvResult(list(probed), values, judge(probed, config.env))
+    ctx = EnvContext(list(probed), config.env)
+    return EnvResult(ctx.probed, ctx.values, judge(ctx))
 
 
 def check_env(nodes: Sequence[Node], options: FanoutOptions, config: Config, timeout_s: float = 60.0,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
@@ -34,7 +34,6 @@ class Probed:
     problem: str = ""                  # why there are no facts, in words
     clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
     clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
-    raw: Dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -61,28 +60,41 @@ def peers_of(nodes: Sequence[Node], index: int) -> List[str]:
     return [name for name in others if name not in ("localhost",)][:PEERS_PER_NODE]
 
 
+def parse_document(text: Optional[str], schema: int = PROBE_SCHEMA) -> Tuple[Optional[Dict], str]:
+    """(document, problem) from a node program's last line of output."""
+    if not text:
+        return None, "no answer"
+    try:
+        doc = json.loads(text.strip().splitlines()[-1])
+    except ValueError:
+        return None, f"unreadable answer: {text.strip()[:200]}"
+    if not isinstance(doc, dict):
+        return None, "unreadable answer"
+    if doc.get("fatal"):
+        return None, f"the probe failed: {doc['fatal']}"
+    if doc.get("schema") != schema:
+        return None, f"the probe answered with schema {doc.get('schema')}"
+    return doc, ""
+
+
+def read_document(node: Node, result: NodeResult, schema: int = PROBE_SCHEMA) -> Tuple[Optional[Dict], str]:
+    """(document, problem) from a node program's run: why there is no document, in words."""
+    if not result.outcome.reached:
+        return None, result.detail or result.outcome.value
+    if result.outcome is Outcome.TIMED_OUT:
+        return None, f"the probe did not finish ({result.detail})"
+    doc, problem = parse_document(result.stdout, schema)
+    if doc is None and not problem.startswith(("the probe failed", "the probe answered")):
+        err = result.stderr.strip().splitlines()
+        problem = f"the probe did not run with {interpreter(node)}: {err[-1] if err else result.detail or problem}"
+    return doc, problem
+
+
 def interpret(node: Node, result: NodeResult, sent: float, answered: float) -> Probed:
     """Facts from the probe's stdout, or the reason there are none."""
     probed = Probed(node, result)
-    if not result.outcome.reached:
-        probed.problem = result.detail or result.outcome.value
-        return probed
-    if result.outcome is Outcome.TIMED_OUT:
-        probed.problem = f"the probe did not finish ({result.detail})"
-        return probed
-    text = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-    try:
-        facts = json.loads(text)
-    except ValueError:
-        err = result.stderr.strip().splitlines()
-        probed.problem = (f"the probe did not run with {interpreter(node)}: "
-                          f"{err[-1] if err else result.detail or 'no output'}")
-        return probed
-    if isinstance(facts, dict) and facts.get("fatal"):
-        probed.problem = f"the probe failed: {facts['fatal']}"
-        return probed
-    if not isinstance(facts, dict) or facts.get("schema") != PROBE_SCHEMA:
-        probed.problem = f"the probe answered with schema {facts.get('schema') if isinstance(facts, dict) else '?'}"
+    facts, probed.problem = read_document(node, result)
+    if facts is None:
         return probed
     probed.facts = facts
     start, end = facts.get("started"), facts.get("finished")

@@ -76,6 +76,15 @@ def to_json(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], finding
     }
 
 
+def facts_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]]) -> str:
+    """Every fact as rows of value and nodes, the most shared value first (a GitHub table)."""
+    rows = []
+    for label, grouping in fact_groupings(probed, values).items():
+        for i, (value, nodes) in enumerate(grouping.groups):
+            rows.append([cell(label) if i == 0 else "", cell(value), fold(nodes)])
+    return tabulate(rows, headers=["fact", "value", "nodes"], tablefmt="github")
+
+
 def render_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
                     config: Config, command: str) -> str:
     names = [p.name for p in probed]
@@ -83,13 +92,8 @@ def render_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]],
         f"- nodes: {len(names)} ({fold(names)}); probed: {sum(1 for p in probed if p.facts is not None)}",
         f"- thresholds: {config.source}"])
     out += findings_markdown(findings)
-    groupings = fact_groupings(probed, values)
-    out += ["## Facts", "", "Values shared by the most nodes first; a fact with one row is the same everywhere.", ""]
-    rows = []
-    for label, grouping in groupings.items():
-        for i, (value, nodes) in enumerate(grouping.groups):
-            rows.append([cell(label) if i == 0 else "", cell(value), fold(nodes)])
-    out += [tabulate(rows, headers=["fact", "value", "nodes"], tablefmt="github"), ""]
+    out += ["## Facts", "", "Values shared by the most nodes first; a fact with one row is the same everywhere.", "",
+            facts_markdown(probed, values), ""]
     unreached = [p for p in probed if p.facts is None]
     if unreached:
         out += ["## Not probed", ""]

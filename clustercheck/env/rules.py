@@ -8,7 +8,7 @@ exists for are named in its docstring.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from clustercheck.compare import group_by_value
 from clustercheck.config import EnvThresholds
@@ -427,8 +427,7 @@ RULES: Sequence[Callable[[EnvContext], List[Finding]]] = [
 ]
 
 
-def judge(probed: Sequence[Probed], limits: Optional[EnvThresholds] = None) -> List[Finding]:
-    ctx = EnvContext(list(probed), limits or EnvThresholds())
+def judge(ctx: EnvContext) -> List[Finding]:
     findings: List[Finding] = []
     for rule in RULES:
         findings += rule(ctx)

@@ -16,14 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from clustercheck.env.gather import interpreter
+from clustercheck.env.gather import interpreter, parse_document, peers_of, read_document
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.probe import inline_command
 from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
 
 PROGRAM = "net_probe"
-SCHEMA = 1
 DEFAULT_MASTER_PORT = 29500
 
 
@@ -55,33 +54,6 @@ class NetFacts:
         return self.nodes[0].name
 
 
-def parse_line(text: Optional[str]) -> Tuple[Optional[Dict], str]:
-    """(document, problem)."""
-    if not text:
-        return None, "no answer"
-    try:
-        doc = json.loads(text.strip().splitlines()[-1])
-    except ValueError:
-        return None, f"unreadable answer: {text.strip()[:200]}"
-    if not isinstance(doc, dict):
-        return None, "unreadable answer"
-    if doc.get("fatal"):
-        return None, f"the probe failed: {doc['fatal']}"
-    if doc.get("schema") != SCHEMA:
-        return None, f"the probe answered with schema {doc.get('schema')}"
-    return doc, ""
-
-
-def _result_problem(node: Node, result: NodeResult) -> Tuple[Optional[Dict], str]:
-    if not result.outcome.reached:
-        return None, result.detail or result.outcome.value
-    doc, problem = parse_line(result.stdout)
-    if doc is None and not result.stdout.strip():
-        err = result.stderr.strip().splitlines()
-        problem = f"the probe did not run with {interpreter(node)}: {err[-1] if err else result.detail}"
-    return doc, problem
-
-
 def round_robin(names: Sequence[str]) -> List[List[Tuple[str, str]]]:
     """Rounds of disjoint pairs covering every pair once (the circle method)."""
     players = list(names) + ([None] if len(names) % 2 else [])
@@ -102,16 +74,20 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
     hold_s = options.start_timeout_s + 4 * options.attempt_timeout_s + 120 + (
         len(names) * (options.stream_s + 1) if options.links else 0)
 
+    index_of = {name: i for i, name in enumerate(names)}
+
     def start_listener(transport: Transport, node: Node) -> NodeResult:
+        # The route to two peers gives the training interface, as in env; the connection attempts
+        # resolve every peer's name themselves.
         args = ["listen", "--samples", str(options.samples), "--hold", f"{hold_s:.0f}",
-                "--peers", ",".join(n for n in names if n != node.name)[:100000]]
+                "--peers", ",".join(peers_of(nodes, index_of[node.name]))]
         if node.name == facts.master:
             args += ["--master-port", str(options.master_port)]
         started = time.monotonic()
         handle = transport.start(inline_command(interpreter(node), PROGRAM, args))
         running[node.name] = handle
         line = handle.readline(options.start_timeout_s)
-        doc, problem = parse_line(line)
+        doc, problem = parse_document(line)
         if doc is None:
             err = handle.stop().strip().splitlines()
             running.pop(node.name, None)
@@ -145,7 +121,7 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
                     "--resolve", ",".join(hostnames)]
             result = transport.run(inline_command(interpreter(node), PROGRAM, args),
                                    options.attempt_timeout_s + 30)
-            doc, problem = _result_problem(node, result)
+            doc, problem = read_document(node, result)
             if doc is None:
                 facts.problems.setdefault(node.name, f"connection attempts: {problem}")
             else:
@@ -159,7 +135,7 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
             first = by_name[facts.master]
             args = ["ssh", "--hosts", ",".join(names[1:]), "--timeout", "5"]
             result = cluster.transports[first.name].run(inline_command(interpreter(first), PROGRAM, args), 60)
-            doc, problem = _result_problem(first, result)
+            doc, problem = read_document(first, result)
             facts.node_ssh = {"from": first.name, **(doc or {"error": problem})}
     finally:
         for handle in running.values():
@@ -186,7 +162,7 @@ def _links(cluster: Cluster, facts: NetFacts, by_name: Dict[str, Node], listenin
             port = listening_port(facts.listeners[other])
             args = ["link", "--host", other, "--port", str(port), "--stream-s", f"{options.stream_s:g}"]
             result = transport.run(inline_command(interpreter(node), PROGRAM, args), options.stream_s + 30)
-            doc, problem = _result_problem(node, result)
+            doc, problem = read_document(node, result)
             entry = {"from": node.name, "to": other}
             entry.update({"rtt_ms": doc.get("rtt_ms"), "mbit_s": doc.get("mbit_s")} if doc else {"error": problem})
             facts.links.append(entry)

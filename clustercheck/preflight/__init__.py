@@ -28,6 +28,12 @@ from clustercheck.smoke.rules import judge_smoke
 STAGES = ("env", "net", "bench", "smoke")
 
 
+def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s: float = 600.0) -> BenchOptions:
+    """preflight's bench: all_reduce from 1 MiB (or less) to max_bytes, then pairwise rounds of 1 MiB."""
+    return BenchOptions(collectives=("all_reduce",), min_bytes=min(2 ** 20, max_bytes), max_bytes=max_bytes,
+                        step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=2 ** 20, timeout_s=timeout_s)
+
+
 @dataclass
 class PreflightOptions:
     stages: Sequence[str] = STAGES
@@ -35,9 +41,7 @@ class PreflightOptions:
     env_timeout_s: float = 60.0
     workdir: Optional[str] = None
     net: NetOptions = field(default_factory=NetOptions)
-    bench: BenchOptions = field(default_factory=lambda: BenchOptions(
-        collectives=("all_reduce",), min_bytes=2 ** 20, max_bytes=16 * 2 ** 20, step_factor=4, iters=5, warmup=2,
-        pairwise=True, pair_bytes=2 ** 20))
+    bench: BenchOptions = field(default_factory=short_sweep)
     smoke: SmokeOptions = field(default_factory=SmokeOptions)
 
 

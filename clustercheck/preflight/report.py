@@ -17,7 +17,7 @@ from tabulate import tabulate
 from clustercheck.bench.plots import save_plots
 from clustercheck.bench.render import pair_matrix, sweep_tables
 from clustercheck.bench.render import to_json as bench_json
-from clustercheck.env.render import fact_groupings
+from clustercheck.env.render import facts_markdown
 from clustercheck.inventory import fold
 from clustercheck.net.render import LEGEND, matrix_lines
 from clustercheck.net.render import to_json as net_json
@@ -90,12 +90,7 @@ def render_markdown(result: PreflightResult, command: str, images: Dict[str, Lis
                                       headers=["stage", "result", "time", "reproduce with"], tablefmt="github"), ""]
     env = result.stages.get("env")
     if env is not None and env.facts is not None:
-        table = []
-        for label, grouping in fact_groupings(env.facts.probed, env.facts.values).items():
-            for i, (value, nodes) in enumerate(grouping.groups):
-                table.append([cell(label) if i == 0 else "", cell(value), fold(nodes)])
-        out += ["## Versions and settings", "", tabulate(table, headers=["fact", "value", "nodes"],
-                                                         tablefmt="github"), ""]
+        out += ["## Versions and settings", "", facts_markdown(env.facts.probed, env.facts.values), ""]
     net = result.stages.get("net")
     if net is not None and net.facts is not None and matrix_lines(net.facts, "github"):
         matrix, legend = matrix_lines(net.facts, "github")

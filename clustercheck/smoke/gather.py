@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 import reference_train
-from clustercheck.env.facts import get, gpu_count
 from clustercheck.env.gather import Probed, probe_cluster
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, ranks_per_node, readiness_problems, run_torchrun, ship
+from clustercheck.launch import Launch, Stage, choose_backend, ranks_per_node, readiness_problems, run_torchrun, ship
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(reference_train.__file__))
 TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "ds_config_zero1.json", "ds_config_zero2.json",
@@ -34,7 +33,6 @@ class SmokeOptions:
     nproc_per_node: Optional[int] = None
     rdzv_port: int = 29401
     timeout_s: float = 600.0
-    extra_args: Sequence[str] = ()
 
 
 @dataclass
@@ -52,7 +50,7 @@ def trainer_args(options: SmokeOptions) -> List[str]:
             "--log-every", str(max(1, options.steps // 10)), "--verify-checkpoint"]
     if options.data:
         args += ["--data", options.data]
-    return args + list(options.extra_args)
+    return args
 
 
 def gather_smoke(cluster: Cluster, nodes: Sequence[Node], options: SmokeOptions,
@@ -64,16 +62,12 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], options: SmokeOptions,
     facts.problems = readiness_problems(probed)
     if facts.problems:
         return facts
-    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed)
-    facts.nproc = ranks_per_node(probed, options.nproc_per_node, bool(cuda))
+    facts.nproc = ranks_per_node(probed, options.nproc_per_node, choose_backend(probed, "auto") == "nccl")
     files = {}
     for name in TRAINER_FILES:
         with open(os.path.join(TRAINER_DIR, name), "rb") as handle:
             files[name] = handle.read()
-    placed = ship(cluster, nodes, files)
-    for node in nodes:
-        if node.name not in placed:
-            facts.problems[node.name] = "cannot write the trainer into its run directory"
+    placed = ship(cluster, nodes, files, facts.problems)
     if facts.problems:
         return facts
     paths = {name: files_at["entry.py"] for name, files_at in placed.items()}

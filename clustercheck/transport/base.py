@@ -144,6 +144,11 @@ class Running:
         """Kill the command (its guard kills the whole group) and return its stderr so far."""
         raise NotImplementedError
 
+    @property
+    def lost(self) -> bool:
+        """The connection to the node dropped (a local command never loses one)."""
+        return False
+
 
 class LineBuffer:
     """Bytes in, complete lines out."""

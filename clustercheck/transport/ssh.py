@@ -226,9 +226,8 @@ class SSHTransport(Transport):
 
     def _connection_lost(self, grace_s: float = 0.5) -> bool:
         """paramiko closes the channels a moment before it marks the transport inactive."""
-        transport = self._client.get_transport() if self._client else None
         deadline = time.monotonic() + grace_s
-        while transport is not None and transport.is_active():
+        while self.connected():
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.02)
@@ -312,9 +311,13 @@ class SSHRunning(Running):
     def wait(self, timeout_s: float) -> Optional[int]:
         if self.chan.status_event.wait(timeout_s):
             return self.chan.exit_status
-        if self.chan.closed or not self.transport.connected():
+        if self.chan.closed or self.lost:
             return -1
         return None
+
+    @property
+    def lost(self) -> bool:
+        return not self.transport.connected()
 
     def stop(self) -> str:
         while self.chan.recv_stderr_ready():
