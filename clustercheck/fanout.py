@@ -21,7 +21,6 @@ from clustercheck.transport.ssh import SSHContext, SSHTransport
 from clustercheck.transport.sshconfig import SSHSettings
 
 DEFAULT_FANOUT = 64            # as ClusterShell
-DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -31,16 +30,18 @@ class FanoutOptions:
 
     def __post_init__(self):
         if self.ssh is None:
-            self.ssh = SSHSettings(connect_timeout_s=DEFAULT_CONNECT_TIMEOUT_S)
+            self.ssh = SSHSettings()
 
 
 def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
     """func over items with at most `workers` threads; results in input order.
 
-    Daemon threads, so that Ctrl-C in the main thread is never held up by a worker
-    blocked in a connect (each of which has its own deadline anyway).
+    Every item is tried, whatever another raised; once all are done, the first exception
+    (in input order) is raised here. Daemon threads, so that Ctrl-C in the main thread is
+    never held up by a worker blocked in a connect (each of which has its own deadline).
     """
     results: List = [None] * len(items)
+    errors: Dict[int, BaseException] = {}
     todo: "queue.Queue[int]" = queue.Queue()
     for index in range(len(items)):
         todo.put(index)
@@ -54,6 +55,8 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
                 return
             try:
                 results[index] = func(items[index])
+            except BaseException as exc:  # noqa: B036 - a worker must never die with items left
+                errors[index] = exc
             finally:
                 done.release()
 
@@ -62,6 +65,8 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
     for _ in range(len(items)):
         while not done.acquire(timeout=0.2):  # wake up now and then so Ctrl-C is seen
             pass
+    if errors:
+        raise errors[min(errors)]
     return results
 
 
@@ -119,6 +124,9 @@ class Cluster:
                 return step(self.transports[node.name], node)
             except TransportError as exc:
                 return NodeResult(node.name, exc.outcome, detail=exc.detail, elapsed_s=time.monotonic() - start)
+            except Exception as exc:  # a bug or a surprise on one node is that node's outcome, not a hang
+                return NodeResult(node.name, Outcome.TOOL_ERROR, detail=f"{type(exc).__name__}: {exc}",
+                                  elapsed_s=time.monotonic() - start)
 
         return parallel_map(one, list(nodes or self.nodes), self.options.fanout)
 
@@ -127,9 +135,17 @@ class Cluster:
         return self.each(lambda transport, node: transport.run(command, timeout_s), nodes)
 
     def close(self) -> None:
-        parallel_map(lambda t: t.close(), list(self.transports.values()), self.options.fanout)
+        parallel_map(_close_quietly, list(self.transports.values()), self.options.fanout)
         if self._ssh is not None:
             self._ssh.close()
+
+
+def _close_quietly(transport: Transport) -> None:
+    """Closing is best effort: the guards on the nodes kill what runs once the connection is gone."""
+    try:
+        transport.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def worst_exit_code(results: Sequence[NodeResult]) -> int:

@@ -1,6 +1,7 @@
 """Start a Python script with torchrun on every node at once and follow what its ranks print.
 
-Used by `bench` (its worker) and `smoke` (the reference trainer). Each node runs
+Used by `bench` (its worker) and `smoke` (the reference trainer); it reads the node layer's facts
+(interpreter, training interface, GPUs), never another stage's. Each node runs
 `python -m torch.distributed.run` with c10d rendezvous at the first node; the script's
 ranks print JSON lines on stdout, which come back as events while the run goes on.
 Every launch has one deadline. At the deadline, on Ctrl-C, or when the tool dies, the
@@ -19,10 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from clustercheck.env.facts import get, gpu_count, training_interface
-from clustercheck.env.gather import Probed, interpreter
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
+from clustercheck.node.facts import get, gpu_count, training_interface
+from clustercheck.node.probe import Probed, interpreter
 from clustercheck.transport.base import Running, TransportError
 
 FAILURE_GRACE_S = 15.0
@@ -49,7 +50,9 @@ class NodeRun:
 
 
 @dataclass
-class Stage:
+class LaunchResult:
+    """One torchrun launch across the nodes: every node's run, and the launch's settings."""
+
     name: str
     runs: Dict[str, NodeRun]
     wall_s: float
@@ -108,7 +111,7 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifnam
 
 
 def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> Stage:
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> LaunchResult:
     """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
     run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
     runs = {n.name: NodeRun(n.name) for n in nodes}
@@ -163,7 +166,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             runs[node_name].stderr_tail = tail[-40:]
             if runs[node_name].exit_code != 0:
                 runs[node_name].error = runs[node_name].error or telling_line(tail)
-    return Stage(launch.name, runs, time.monotonic() - started, launch.config)
+    return LaunchResult(launch.name, runs, time.monotonic() - started, launch.config)
 
 
 def telling_line(lines: List[str]) -> str:

@@ -1,56 +1,170 @@
-"""Options every cluster command shares, and turning them into an inventory and a Cluster."""
+"""Options as dataclass fields that are also command-line flags, and the options every cluster command shares.
+
+A field made with `opt(...)` carries its flag and click settings. `click_options(Cls)` adds
+those flags to a command, `from_params(Cls, params)` builds the dataclass from what click
+parsed, and `to_args(obj)` turns an instance back into the flags that differ from the
+defaults: the "reproduce with" commands of a report come from the options a stage really
+ran with, so they cannot drift from the command line.
+"""
 
 from __future__ import annotations
 
-from typing import List, Optional
+import os
+import shlex
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
 import click
 
 from clustercheck.errors import InputError
-from clustercheck.fanout import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_FANOUT, FanoutOptions
+from clustercheck.fanout import DEFAULT_FANOUT, FanoutOptions
 from clustercheck.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
-from clustercheck.transport.sshconfig import SSHSettings
+from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings
+
+T = TypeVar("T")
 
 
-def cluster_options(func):
-    """NODES_FILE plus the inventory and SSH options, for every command that reaches nodes."""
-    decorators = [
-        click.argument("nodes_file", required=False, metavar="[NODES_FILE]"),
-        click.option("--slurm", is_flag=True,
-                     help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST)."),
-        click.option("--user", help="Default SSH user (a user@ in the file wins)."),
-        click.option("--port", type=click.IntRange(1, 65535), help="Default SSH port (a :port in the file wins)."),
-        click.option("--python", "python_path", help="Default interpreter on the nodes (python= in the file wins)."),
-        click.option("-F", "--ssh-config", type=click.Path(dir_okay=False),
-                     help="ssh_config file to use instead of ~/.ssh/config."),
-        click.option("--known-hosts", multiple=True, type=click.Path(dir_okay=False),
-                     help="known_hosts file(s) instead of the config's UserKnownHostsFile."),
-        click.option("--accept-new-hostkeys", is_flag=True,
-                     help="Record unknown host keys (like OpenSSH accept-new); changed keys are still refused."),
-        click.option("--fanout", type=click.IntRange(1, 4096), default=DEFAULT_FANOUT, show_default=True,
-                     help="Nodes contacted at once."),
-        click.option("--connect-timeout", type=click.FloatRange(0.1, 600), default=DEFAULT_CONNECT_TIMEOUT_S,
-                     show_default=True, help="Seconds to reach and log in to a node."),
-    ]
-    for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
+def opt(*decls: str, default: Any = None, show: Optional[Callable[[Any], str]] = None, **click_settings) -> Any:
+    """A dataclass field that is also a flag. show: how a value reads back as the flag's argument
+    (also how the default is written on the command line, where it is not a plain value)."""
+    return field(default=default, metadata={"decls": decls, "click": click_settings, "show": show})
 
 
-def load_nodes(nodes_file: Optional[str], slurm: bool, user=None, port=None, python_path=None,
-               **_ignored) -> List[Node]:
-    defaults = Defaults(user=user, port=port, python=python_path)
-    if nodes_file and slurm:
-        raise InputError("give a nodes file or --slurm, not both", "command line")
-    if slurm:
-        return slurm_inventory(defaults=defaults)
-    if nodes_file:
-        return read_inventory(nodes_file, defaults)
-    return local_inventory(defaults)
+def argument(default: Any = None) -> Any:
+    """A dataclass field that is the command's optional positional argument."""
+    return field(default=default, metadata={"argument": True})
 
 
-def fanout_options(ssh_config=None, known_hosts=(), accept_new_hostkeys=False, fanout=DEFAULT_FANOUT,
-                   connect_timeout=DEFAULT_CONNECT_TIMEOUT_S, **_ignored) -> FanoutOptions:
-    return FanoutOptions(fanout=fanout, ssh=SSHSettings(
-        config_path=ssh_config, user_known_hosts=list(known_hosts),
-        accept_new_hostkeys=accept_new_hostkeys, connect_timeout_s=connect_timeout))
+def _flagged(cls) -> List:
+    return [f for f in fields(cls) if f.metadata.get("decls") or f.metadata.get("argument")]
+
+
+def _default(f) -> Any:
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
+def click_options(cls: Type, exclude: Tuple[str, ...] = ()) -> Callable:
+    """A decorator adding one click option (or the argument) per flagged field of cls, in field order."""
+    def decorate(func):
+        for f in reversed([f for f in _flagged(cls) if f.name not in exclude]):
+            if f.metadata.get("argument"):
+                func = click.argument(f.name, required=False, metavar=f"[{f.name.upper()}]")(func)
+                continue
+            settings = dict(f.metadata["click"])
+            default = _default(f)
+            settings.setdefault("show_default", default not in (None, False, ()))
+            if f.metadata["show"] and default is not None:
+                default = f.metadata["show"](default)   # what the user would type: 16M, all_reduce
+            func = click.option(*f.metadata["decls"], f.name, default=default, **settings)(func)
+        return func
+    return decorate
+
+
+def from_params(cls: Type[T], params: Dict[str, Any], **overrides) -> T:
+    """cls built from the parsed params its flagged fields name (other fields keep their defaults)."""
+    values = {f.name: params[f.name] for f in _flagged(cls) if f.name in params}
+    values.update(overrides)
+    return cls(**values)
+
+
+def _show(f, value: Any) -> str:
+    if f.metadata.get("show"):
+        return f.metadata["show"](value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def to_args(obj: Any) -> List[str]:
+    """The flags (unquoted argv words) that give obj's values where they differ from the defaults."""
+    args: List[str] = []
+    if obj is None:
+        return args
+    for f in _flagged(type(obj)):
+        value = getattr(obj, f.name)
+        if value == _default(f) or value is None:
+            continue
+        if f.metadata.get("argument"):
+            args.insert(0, str(value))
+            continue
+        decl = f.metadata["decls"][0]
+        if "/" in decl:                                   # --pairwise/--no-pairwise
+            on, off = decl.split("/")
+            args.append(on if value else off)
+        elif f.metadata["click"].get("is_flag"):
+            args.append(decl)
+        elif f.metadata["click"].get("multiple"):
+            for item in value:
+                args += [decl, str(item)]
+        else:
+            args += [decl, _show(f, value)]
+    return args
+
+
+def quoted(args: List[str]) -> str:
+    return " ".join(shlex.quote(a) for a in args)
+
+
+# ---- the nodes and how to reach them: every cluster command -----------------------------
+@dataclass
+class ClusterOptions:
+    nodes_file: Optional[str] = argument()
+    slurm: bool = opt("--slurm", is_flag=True, default=False,
+                      help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST).")
+    user: Optional[str] = opt("--user", help="Default SSH user (a user@ in the file wins).")
+    port: Optional[int] = opt("--port", type=click.IntRange(1, 65535),
+                              help="Default SSH port (a :port in the file wins).")
+    python_path: Optional[str] = opt("--python", help="Default interpreter on the nodes (python= in the file wins).")
+    ssh_config: Optional[str] = opt("-F", "--ssh-config", type=click.Path(dir_okay=False),
+                                    help="ssh_config file to use instead of ~/.ssh/config.")
+    known_hosts: Tuple[str, ...] = opt("--known-hosts", default=(), multiple=True, type=click.Path(dir_okay=False),
+                                       help="known_hosts file(s) instead of the config's UserKnownHostsFile.")
+    accept_new_hostkeys: bool = opt("--accept-new-hostkeys", is_flag=True, default=False,
+                                    help="Record unknown host keys (like OpenSSH accept-new); changed keys are "
+                                         "still refused.")
+    fanout: int = opt("--fanout", default=DEFAULT_FANOUT, type=click.IntRange(1, 4096), help="Nodes contacted at once.")
+    connect_timeout_s: Optional[float] = opt(
+        "--connect-timeout", type=click.FloatRange(0.1, 600),
+        help=f"Seconds to reach and log in to a node [default: ConnectTimeout from ssh_config, else "
+             f"{DEFAULT_CONNECT_TIMEOUT_S:g}]; given here, it wins over ssh_config.")
+
+    def nodes(self) -> List[Node]:
+        defaults = Defaults(user=self.user, port=self.port, python=self.python_path)
+        if self.nodes_file and self.slurm:
+            raise InputError("give a nodes file or --slurm, not both", "command line")
+        if self.slurm:
+            return slurm_inventory(defaults=defaults)
+        if self.nodes_file:
+            return read_inventory(self.nodes_file, defaults)
+        return local_inventory(defaults)
+
+    @property
+    def report_name(self) -> str:
+        """What a report of these nodes is called: the nodes file's name, slurm, or local."""
+        if self.nodes_file:
+            return os.path.splitext(os.path.basename(self.nodes_file))[0]
+        return "slurm" if self.slurm else "local"
+
+    def fanout_options(self) -> FanoutOptions:
+        return FanoutOptions(fanout=self.fanout, ssh=SSHSettings(
+            config_path=self.ssh_config, user_known_hosts=list(self.known_hosts),
+            accept_new_hostkeys=self.accept_new_hostkeys, connect_timeout_s=self.connect_timeout_s))
+
+
+cluster_options = click_options(ClusterOptions)
+
+
+# ---- what a command shows -----------------------------------------------------------------
+@dataclass
+class OutputOptions:
+    as_json: bool = opt("--json", is_flag=True, default=False, help="Print one JSON document instead of the screen.")
+    report: bool = opt("--report", is_flag=True, default=False,
+                       help="Also write a Markdown report into --reports-dir.")
+    reports_dir: str = opt("--reports-dir", default="reports", type=click.Path(file_okay=False),
+                           help="Where reports go.")
+    verbose: bool = opt("-v", "--verbose", is_flag=True, default=False, help="List the checks that passed too.")
+
+
+output_options = click_options(OutputOptions)

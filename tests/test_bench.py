@@ -18,7 +18,7 @@ from clustercheck.bench.table import (
     time_cell,
 )
 from clustercheck.inventory import Node
-from clustercheck.launch import NodeRun, Stage
+from clustercheck.launch import LaunchResult, NodeRun
 from clustercheck.result import Status
 from tests.conftest import clustercheck
 
@@ -73,7 +73,7 @@ def stage(runs, events=(), name="sweep"):
     first = next(iter(node_runs.values()))
     first.events = [{"event": "start", "world": len(runs), "ranks": [{"node": n, "local_rank": 0} for n in runs]},
                     *events]
-    return Stage(name, node_runs, 3.0, {"iters": 5, "warmup": 2, "check": True})
+    return LaunchResult(name, node_runs, 3.0, {"iters": 5, "warmup": 2, "check": True})
 
 
 def test_a_node_lost_mid_run_is_the_culprit():

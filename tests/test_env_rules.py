@@ -9,10 +9,10 @@ import pytest
 
 from clustercheck.config import Config, EnvThresholds, parse_config
 from clustercheck.env import evaluate
-from clustercheck.env.gather import Probed, interpret
 from clustercheck.env.render import render_markdown, render_terminal, to_json
 from clustercheck.errors import InputError
 from clustercheck.inventory import Node
+from clustercheck.node.probe import Probed, interpret
 from clustercheck.probe import env_probe
 from clustercheck.result import Status
 from clustercheck.transport.base import NodeResult, Outcome

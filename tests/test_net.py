@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
-from clustercheck.env.gather import parse_document as parse_line
 from clustercheck.inventory import Node
-from clustercheck.net.gather import NetFacts, round_robin
+from clustercheck.net.gather import NetFacts
 from clustercheck.net.rules import judge_net, links, mesh
+from clustercheck.node.probe import parse_document as parse_line
 from clustercheck.probe import inline_command, net_probe
 from clustercheck.result import Status
+from clustercheck.rounds import round_robin
 from clustercheck.transport.local import LocalTransport
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
-from tests.conftest import clustercheck, gone
+from tests.conftest import clustercheck, gone, needs_pdsh
 
 pytestmark = pytest.mark.sandbox
 
@@ -25,12 +25,22 @@ def site_packages_of(module: str) -> str:
     return os.path.dirname(os.path.dirname(spec.origin))
 
 
+@needs_pdsh
 def test_a_uniform_sandbox_is_ready(box):
     proc = env(box)
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
     assert f"Same on all {len(box.nodes)} nodes: python {sys.version.split()[0]}" in proc.stdout
     assert "Verdict: READY" in proc.stdout
     assert gone("env_probe.py")
+
+
+@needs_pdsh
+def test_pdsh_missing_on_the_launch_node_warns_naming_it(box):
+    first = box.nodes[0].name
+    faults.hide_program(box, first, "pdsh")
+    proc = env(box)
+    assert proc.returncode == 1, proc.stdout + proc.stderr   # usable, with a warning: torchrun needs no pdsh
+    assert f"WARN  pdsh is not on PATH on {first}, where `deepspeed` would launch" in proc.stdout
 
 
 def test_drifted_deepspeed_loopback_hostname_and_mtu_are_each_named(box):

@@ -13,7 +13,7 @@ import pytest
 
 from clustercheck.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
-from tests.conftest import clustercheck, gone
+from tests.conftest import clustercheck, gone, needs_pdsh
 
 pytestmark = pytest.mark.sandbox
 
@@ -53,6 +53,7 @@ def check_markdown(md_path):
     return text
 
 
+@needs_pdsh
 def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
     proc, doc, path = preflight(box, tmp_path, "clean")
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr

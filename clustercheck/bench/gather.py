@@ -1,51 +1,121 @@
 """Launch the bench worker with torchrun on every node and collect what every rank reports.
 
-1. The env probe on every node: its GPUs (for --nproc-per-node and the backend), its
+1. The node layer's documents: each node's GPUs (for --nproc-per-node and the backend), its
    training interface (for GLOO/NCCL_SOCKET_IFNAME), that torch is there.
 2. The worker is shipped into each node's run directory and started with torchrun on
-   all nodes at once (clustercheck.launch), every stage under a deadline.
-No judging here: stages come back with their events, exit codes and the tail of stderr.
+   all nodes at once (clustercheck.launch), every launch under a deadline.
+No judging here: launches come back with their events, exit codes and the tail of stderr,
+and the figures (figures.py) computed once from them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+import click
+
+from clustercheck.bench.figures import BenchFigures, compute_figures
 from clustercheck.bench.table import COLLECTIVES
-from clustercheck.env.gather import Probed, probe_cluster
+from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, choose_backend, ranks_per_node, readiness_problems, run_torchrun, ship
-from clustercheck.net.gather import round_robin
+from clustercheck.launch import (
+    Launch,
+    LaunchResult,
+    choose_backend,
+    ranks_per_node,
+    readiness_problems,
+    run_torchrun,
+    ship,
+)
+from clustercheck.node.probe import Probed
+from clustercheck.options import opt
+from clustercheck.rounds import round_robin
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=5, warmup=2)
 NCCL_DEFAULTS = dict(min_bytes=8, max_bytes=2 ** 30, step_factor=2, iters=20, warmup=5)
 
 
+UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
+
+
+def parse_size(ctx, param, value):
+    """nccl-tests style sizes: 8, 64K, 16M, 1G (powers of 1024); a number of bytes passes as is."""
+    if value is None or isinstance(value, int):
+        return value
+    match = re.fullmatch(r"(\d+)([KMG]?)B?", value.strip().upper())
+    if not match:
+        raise InputError(f"--{param.name.replace('_', '-')} takes a size like 8, 64K, 16M or 1G", "command line",
+                         value=value)
+    return int(match.group(1)) * UNITS[match.group(2)]
+
+
+def format_size(num_bytes: int) -> str:
+    for suffix in ("G", "M", "K"):
+        if num_bytes >= UNITS[suffix] and num_bytes % UNITS[suffix] == 0:
+            return f"{num_bytes // UNITS[suffix]}{suffix}"
+    return str(num_bytes)
+
+
+def parse_collectives(ctx, param, value):
+    if isinstance(value, tuple):
+        return value
+    names = list(COLLECTIVES) if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown:
+        raise InputError(f"unknown collective (known: {', '.join(COLLECTIVES)}, or all)", "command line",
+                         value=unknown[0])
+    return tuple(names)
+
+
+def _size(*decls, default=None, help=""):
+    return opt(*decls, default=default, callback=parse_size, show=format_size, help=help)
+
+
 @dataclass
 class BenchOptions:
-    collectives: Sequence[str] = ("all_reduce",)
-    min_bytes: Optional[int] = None     # None: the backend's default (GLOO_DEFAULTS / NCCL_DEFAULTS)
-    max_bytes: Optional[int] = None
-    step_factor: Optional[int] = None
-    iters: Optional[int] = None
-    warmup: Optional[int] = None
-    dtype: str = "float"
-    op: str = "sum"
-    check: bool = True
-    backend: str = "auto"
-    nproc_per_node: Optional[int] = None
-    ring: bool = False
-    rdzv_port: int = 29400
-    timeout_s: float = 600.0            # a whole stage (launch, rendezvous, sweep)
-    op_timeout_s: float = 60.0          # one collective, inside torch.distributed
-    pairwise: bool = False
-    pair_bytes: int = 16 * 2 ** 20
+    collectives: Sequence[str] = opt("-c", "--collectives", default=("all_reduce",), callback=parse_collectives,
+                                     show=",".join,
+                                     help=f"Comma-separated, or all: {', '.join(COLLECTIVES)}.")
+    min_bytes: Optional[int] = _size("-b", "--min-bytes", help="Smallest size (8, 64K, 16M, 1G). Default: 8 on "
+                                                               "NCCL, 1K on Gloo.")
+    max_bytes: Optional[int] = _size("-e", "--max-bytes", help="Largest size. Default: 1G on NCCL, 64M on Gloo.")
+    step_factor: Optional[int] = opt("-f", "--step-factor", type=click.IntRange(2),
+                                     help="Size multiplier. Default: 2 on NCCL, 4 on Gloo.")
+    iters: Optional[int] = opt("-n", "--iters", type=click.IntRange(1),
+                               help="Timed iterations per size. Default: 20 NCCL, 5 Gloo.")
+    warmup: Optional[int] = opt("-w", "--warmup", type=click.IntRange(0),
+                                help="Warmup iterations per size. Default: 5 NCCL, 2 Gloo.")
+    dtype: str = opt("-d", "--dtype", default="float",
+                     type=click.Choice(["float", "double", "half", "bfloat16", "int32", "int64"]))
+    op: str = opt("-o", "--op", default="sum", type=click.Choice(["sum", "prod", "max", "min"]))
+    check: bool = opt("--check/--no-check", default=True, help="Check every result's data (#wrong).")
+    backend: str = opt("--backend", default="auto", type=click.Choice(["auto", "nccl", "gloo"]),
+                       help="auto: NCCL when every node has CUDA GPUs, else Gloo.")
+    nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
+                                        help="Ranks per node. Default: slots=, else the GPU count, else 1.")
+    ring: bool = opt("--ring", is_flag=True, default=False,
+                     help="NCCL_ALGO=Ring: measure the fabric, not NVLS/tree shortcuts.")
+    rdzv_port: int = opt("--rdzv-port", default=29400, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port on the first node.")
+    timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(5),
+                           help="Deadline in seconds for each launch (start, rendezvous, sweep).")
+    op_timeout_s: float = opt("--op-timeout", default=60.0, type=click.FloatRange(1),
+                              help="Deadline for one collective inside torch.distributed.")
+    pairwise: bool = opt("--pairwise", is_flag=True, default=False,
+                         help="Then exchange between every pair of nodes, in rounds, to name a slow node or link.")
+    pair_bytes: int = _size("--pair-bytes", default=16 * 2 ** 20, help="Bytes each node of a pair sends "
+                                                                       "(--pairwise).")
+    expect_busbw: Optional[float] = opt("--expect-busbw", type=click.FloatRange(0, min_open=True),
+                                        help="Expected bus bandwidth, GB/s.")
+    baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
+                                  help="An earlier `bench --json` output to compare with.")
 
 
 @dataclass
@@ -54,8 +124,19 @@ class BenchFacts:
     probed: List[Probed]
     backend: str = "gloo"
     nproc: Dict[str, int] = field(default_factory=dict)
-    stages: List[Stage] = field(default_factory=list)
-    problems: Dict[str, str] = field(default_factory=dict)   # node -> why it could not take part
+    stages: List[LaunchResult] = field(default_factory=list)   # the torchrun launches: sweep, pairwise
+    problems: Dict[str, str] = field(default_factory=dict)     # node -> why it could not take part
+    _figures: Optional[BenchFigures] = field(default=None, repr=False)
+
+    @property
+    def figures(self) -> BenchFigures:
+        """Bandwidths from the launches' events, computed once (the launches are complete by then)."""
+        if self._figures is None:
+            self._figures = compute_figures(self.stages)
+        return self._figures
+
+    def failed_launches(self) -> List[LaunchResult]:
+        return [s for s in self.stages if any(r.exit_code != 0 for r in s.runs.values())]
 
 
 def worker_config(options: BenchOptions, backend: str, mode: str, rounds=None) -> Dict:
@@ -72,11 +153,9 @@ def worker_config(options: BenchOptions, backend: str, mode: str, rounds=None) -
     return config
 
 
-def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions, probe_timeout_s: float = 60.0,
-                 progress: Optional[Callable[[str, Dict], None]] = None,
-                 probed: Optional[List[Probed]] = None) -> BenchFacts:
-    """probed: the env probe's results when the caller has them already (preflight)."""
-    probed = probed if probed is not None else probe_cluster(cluster, nodes, probe_timeout_s)
+def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], options: BenchOptions,
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> BenchFacts:
+    """probed: the node layer's documents (interpreter, GPUs, training interface, torch)."""
     facts = BenchFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
     if facts.problems:
@@ -89,7 +168,7 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions,
         return facts
     paths = {name: files["clustercheck_bench_worker.py"] for name, files in placed.items()}
 
-    def launch(name: str, config: Dict) -> Stage:
+    def launch(name: str, config: Dict) -> LaunchResult:
         env = {"NCCL_ALGO": "Ring"} if options.ring else {}  # on 2 nodes NCCL may pick tree: above the fabric
         return run_torchrun(cluster, nodes, probed, Launch(
             name, paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
@@ -97,16 +176,16 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], options: BenchOptions,
 
     if options.collectives:
         facts.stages.append(launch("sweep", worker_config(options, facts.backend, "sweep")))
-    if options.pairwise and len(nodes) > 1 and all(r.exit_code == 0 for s in facts.stages for r in s.runs.values()):
+    if options.pairwise and len(nodes) > 1 and not facts.failed_launches():
         rounds = round_robin([n.name for n in nodes])
         facts.stages.append(launch("pairwise", worker_config(options, facts.backend, "pairwise", rounds)))
     return facts
 
 
-def print_progress(stream=sys.stderr) -> Callable[[str, Dict], None]:
-    """A one-line progress display for a terminal (nothing when stderr is not one)."""
+def print_progress(stream=sys.stderr) -> Optional[Callable[[str, Dict], None]]:
+    """A one-line progress display for a terminal (none when stderr is not one)."""
     if not stream.isatty():
-        return lambda node, event: None
+        return None
 
     def show(node: str, event: Dict) -> None:
         if event.get("event") == "row":

@@ -6,7 +6,6 @@ import os
 from typing import List
 
 from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.rules import pair_speeds, rows
 
 
 def save_plots(facts: BenchFacts, stem: str) -> List[str]:
@@ -18,13 +17,9 @@ def save_plots(facts: BenchFacts, stem: str) -> List[str]:
     except ImportError:
         return []
     written = []
-    sweep = next((s for s in facts.stages if s.name == "sweep" and s.events("row")), None)
-    if sweep is not None:
+    if facts.figures.by_collective:
         fig, ax = plt.subplots(figsize=(7, 4))
-        by_collective = {}
-        for row in rows(sweep):
-            by_collective.setdefault(row["collective"], []).append(row)
-        for name, coll_rows in by_collective.items():
+        for name, coll_rows in facts.figures.by_collective.items():
             for placement in ("out_of_place", "in_place"):
                 points = [(r["size"], r[placement]["busbw"]) for r in coll_rows if r.get(placement)]
                 if points:
@@ -39,9 +34,8 @@ def save_plots(facts: BenchFacts, stem: str) -> List[str]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(os.path.basename(path))
-    pairs = next((s for s in facts.stages if s.name == "pairwise"), None)
-    if pairs is not None and pair_speeds(pairs, "matrix"):
-        speeds = pair_speeds(pairs, "matrix")
+    speeds = facts.figures.pairs.get("matrix")
+    if speeds:
         names = [n.name for n in facts.nodes]
         grid = [[speeds.get((a, b), speeds.get((b, a), float("nan"))) if a != b else float("nan") for b in names]
                 for a in names]

@@ -7,8 +7,7 @@ from typing import Dict, List, Optional, Sequence
 from tabulate import tabulate
 
 from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.rules import pair_speeds, rows
-from clustercheck.bench.table import avg_busbw, format_table
+from clustercheck.bench.table import format_table
 from clustercheck.inventory import fold
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
@@ -25,19 +24,15 @@ def sweep_tables(facts: BenchFacts) -> List[str]:
                      + f", algorithm {start.get('nccl_algo') or 'NCCL default' if start.get('nccl') else 'gloo'}"
                      + f", iters {stage.config['iters']}, warmup {stage.config['warmup']}, "
                        f"data check {'on' if stage.config['check'] else 'off'}")
-        by_collective: Dict[str, List[Dict]] = {}
-        for row in rows(stage):
-            by_collective.setdefault(row["collective"], []).append(row)
-        for name, coll_rows in by_collective.items():
+        for name, coll_rows in facts.figures.by_collective.items():
             lines += format_table(name, coll_rows) + [""]
     return lines
 
 
 def pair_matrix(facts: BenchFacts, tablefmt: str) -> Optional[str]:
-    stage = next((s for s in facts.stages if s.name == "pairwise"), None)
-    if stage is None:
+    if not any(s.name == "pairwise" for s in facts.stages):
         return None
-    speeds = pair_speeds(stage, "matrix")
+    speeds = facts.figures.pairs.get("matrix", {})
     names = [n.name for n in facts.nodes]
     table = []
     for a in names:
@@ -61,23 +56,14 @@ def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: boo
     return "\n".join(lines)
 
 
-def avg_by_collective(facts: BenchFacts) -> Dict[str, float]:
-    out: Dict[str, List[Dict]] = {}
-    for stage in facts.stages:
-        if stage.name == "sweep":
-            for row in rows(stage):
-                out.setdefault(row["collective"], []).append(row)
-    return {name: avg_busbw(coll_rows) for name, coll_rows in out.items()}
-
-
 def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
     status = worst(findings)
     return {
         "schema": 1, "command": "bench", "verdict": status.name, "exit_code": status.exit_code,
-        "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": avg_by_collective(facts),
+        "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
         "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
         "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,
-                    "rows": rows(s) if s.name == "sweep" else [],
+                    "rows": facts.figures.rows if s.name == "sweep" else [],
                     "pairs": s.events("pair"),
                     "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error}
                               for n, r in s.runs.items()}} for s in facts.stages],

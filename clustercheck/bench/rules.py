@@ -1,8 +1,8 @@
 """The judges of `clustercheck bench`: did every rank finish, is the data right, is the
 bandwidth what it should be, and which node or link is slow.
 
-Pure functions over BenchFacts (plus the user's expectations); bandwidths are computed
-here from the times the workers reported, with the factors in table.py.
+Pure functions over BenchFacts (plus the user's expectations), reading the bandwidths
+computed once in figures.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
-from clustercheck.env.facts import gpus
+from clustercheck.bench.table import PLACEMENTS
 from clustercheck.inventory import fold
-from clustercheck.launch import Stage
+from clustercheck.launch import LaunchResult
+from clustercheck.node.facts import gpus
 from clustercheck.result import Finding, Status
 
 # Single-node, 8-GPU all_reduce bus bandwidth at 16 GB messages that a healthy node reaches:
@@ -35,12 +35,7 @@ class Expectations:
     baseline: Optional[Dict] = None             # an earlier `bench --json` document
 
 
-def rows(stage: Stage) -> List[Dict]:
-    return [add_bandwidths(dict(row, **{p: dict(row[p]) for p in PLACEMENTS if row.get(p)}))
-            for row in stage.events("row")]
-
-
-def ranks_of(stage: Stage) -> Dict[str, List[int]]:
+def ranks_of(stage: LaunchResult) -> Dict[str, List[int]]:
     start = stage.start or {}
     found: Dict[str, List[int]] = {}
     for rank, info in enumerate(start.get("ranks", [])):
@@ -61,7 +56,7 @@ def participation(facts: BenchFacts) -> List[Finding]:
     return findings
 
 
-def stage_outcome(stage: Stage, timeout_s: float) -> List[Finding]:
+def stage_outcome(stage: LaunchResult, timeout_s: float) -> List[Finding]:
     """Every rank finished, or which did not, and why (row 5: a dead or stuck rank)."""
     runs = stage.runs
     if all(r.exit_code == 0 for r in runs.values()) and stage.events("done"):
@@ -106,7 +101,7 @@ def _describe(event: Dict) -> str:
     return f"{event['collective']} at {event['size']} B"
 
 
-def data_check(stage: Stage) -> List[Finding]:
+def data_check(stage: LaunchResult) -> List[Finding]:
     bad = [(row, p) for row in stage.events("row") for p in PLACEMENTS
            if row.get(p) and (row[p].get("wrong") or 0) > 0]
     if not stage.events("row"):
@@ -137,15 +132,11 @@ def typical_busbw(facts: BenchFacts) -> Optional[Tuple[float, str]]:
 def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
     findings = []
     sweep = next((s for s in facts.stages if s.name == "sweep"), None)
-    if sweep is None or not sweep.events("row"):
+    if sweep is None or not facts.figures.by_collective:
         return findings
-    measured = rows(sweep)
-    by_collective: Dict[str, List[Dict]] = {}
-    for row in measured:
-        by_collective.setdefault(row["collective"], []).append(row)
     baseline = _baseline_avgs(expect.baseline)
-    for name, coll_rows in by_collective.items():
-        average = avg_busbw(coll_rows)
+    for name, coll_rows in facts.figures.by_collective.items():
+        average = facts.figures.avg_busbw[name]
         peak_row = max(coll_rows, key=lambda r: max(r[p]["busbw"] for p in PLACEMENTS if r.get(p)))
         peak = max(peak_row[p]["busbw"] for p in PLACEMENTS if peak_row.get(p))
         text = f"{name}: avg bus bandwidth {average:.3f} GB/s, peak {peak:.3f} GB/s at {peak_row['size']} B"
@@ -180,18 +171,10 @@ def _baseline_avgs(doc: Optional[Dict]) -> Dict[str, float]:
     return {name: value for name, value in (doc.get("avg_busbw") or {}).items() if value}
 
 
-def pair_speeds(stage: Stage, phase: str) -> Dict[Tuple[str, str], float]:
-    return {(e["a"], e["b"]): e["bytes"] / e["time_us"] / 1e3 for e in stage.events("pair")
-            if e.get("phase") == phase and e.get("time_us")}
-
-
 def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     """Name the slow node (slow with every partner) or the slow link (slow only together)."""
-    stage = next((s for s in facts.stages if s.name == "pairwise"), None)
-    if stage is None:
-        return []
-    matrix = pair_speeds(stage, "matrix")
-    confirm = pair_speeds(stage, "confirm")
+    matrix = facts.figures.pairs.get("matrix", {})
+    confirm = facts.figures.pairs.get("confirm", {})
     if not matrix:
         return []
     median = statistics.median(matrix.values())

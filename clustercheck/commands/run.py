@@ -5,7 +5,7 @@ import click
 from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster, worst_exit_code
 from clustercheck.fold import render_run
-from clustercheck.options import cluster_options, fanout_options, load_nodes
+from clustercheck.options import ClusterOptions, cluster_options, from_params
 
 
 class SplitAtDashes(click.Command):
@@ -24,7 +24,7 @@ class SplitAtDashes(click.Command):
 @click.option("--timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="Deadline in seconds for the command on each node; it is killed there after that.")
 @click.pass_context
-def run(ctx, timeout, **opts):
+def run(ctx, timeout, **params):
     """Run a command on every node, like pdsh/clush; identical outputs are folded.
 
     \b
@@ -39,8 +39,8 @@ def run(ctx, timeout, **opts):
     if not command:
         raise InputError("no command: put it after --, as in: clustercheck run nodes.txt -- hostname",
                          "command line")
-    nodes = load_nodes(**opts)
-    with Cluster(nodes, fanout_options(**opts)) as cluster:
+    options = from_params(ClusterOptions, params)
+    with Cluster(options.nodes(), options.fanout_options()) as cluster:
         results = cluster.run(" ".join(command), timeout)
     click.echo(render_run(results))
     sys.exit(worst_exit_code(results))

@@ -1,7 +1,7 @@
 """`clustercheck env`: what every node really runs, compared.
 
-gather.py runs the probe (clustercheck/probe/env_probe.py) on every node; facts.py
-turns its JSON into comparable facts; rules.py judges them; render.py shows them.
+The node layer runs the probe (clustercheck/probe/env_probe.py) on every node; facts.py
+turns each document into comparable facts; rules.py judges them; render.py shows them.
 """
 
 from __future__ import annotations
@@ -9,18 +9,51 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
-from clustercheck.config import Config
-from clustercheck.env.gather import Probed, probe_cluster
+import click
+
+from clustercheck.config import Config, load_config
+from clustercheck.env import render
+from clustercheck.env.facts import comparable
 from clustercheck.env.rules import EnvContext, judge
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import Node
+from clustercheck.inventory import fold
+from clustercheck.launch import readiness_problems
+from clustercheck.node import NodeLayer
+from clustercheck.node.judges import judge_nodes
+from clustercheck.node.probe import Probed, ProbeOptions
+from clustercheck.options import opt
 from clustercheck.result import Finding, worst
+from clustercheck.stage import Stage, StageResult
+
+
+@dataclass
+class EnvOptions:
+    deep: bool = opt("--deep", is_flag=True, default=False,
+                     help="Also import torch and deepspeed on every node (slower: seconds).")
+    workdir: Optional[str] = opt("--workdir", help="Directory training runs in on the nodes: checked to exist, free "
+                                                    "disk measured. Default: the SSH login directory.")
+    timeout_s: float = opt("--timeout", default=60.0, type=click.FloatRange(1),
+                           help="Deadline in seconds for the probe on each node.")
+    config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
+                                     help="Thresholds file (TOML); default ./clustercheck.toml when present.")
+
+    def probe(self) -> ProbeOptions:
+        return ProbeOptions(timeout_s=self.timeout_s, workdir=self.workdir, deep=self.deep)
+
+
+@dataclass
+class EnvFacts:
+    probed: List[Probed]
+    values: Dict[str, Dict[str, str]]   # node -> comparable facts
+
+
+def env_facts(probed: Sequence[Probed]) -> EnvFacts:
+    return EnvFacts(list(probed), {p.name: comparable(p.facts, p.node.ifname) for p in probed if p.facts is not None})
 
 
 @dataclass
 class EnvResult:
     probed: List[Probed]
-    values: Dict[str, Dict[str, str]]   # node -> comparable facts
+    values: Dict[str, Dict[str, str]]
     findings: List[Finding]
 
     @property
@@ -29,13 +62,44 @@ class EnvResult:
 
 
 def evaluate(probed: Sequence[Probed], config: Config) -> EnvResult:
-    """Judge probe results (recorded or fresh): pure, no I/O."""
-    ctx = EnvContext(list(probed), config.env)
-    return EnvResult(ctx.probed, ctx.values, judge(ctx))
+    """Judge probe documents (recorded or fresh) as a run of `env` does: pure, no I/O."""
+    facts = env_facts(probed)
+    findings = judge_nodes(facts.probed) + judge(EnvContext(facts.probed, facts.values, config.env))
+    return EnvResult(facts.probed, facts.values, findings)
 
 
-def check_env(nodes: Sequence[Node], options: FanoutOptions, config: Config, timeout_s: float = 60.0,
-              workdir: Optional[str] = None, deep: bool = False) -> EnvResult:
-    with Cluster(nodes, options) as cluster:
-        probed = probe_cluster(cluster, nodes, timeout_s, workdir=workdir, deep=deep)
-    return evaluate(probed, config)
+class EnvStage(Stage):
+    name = "env"
+
+    def __init__(self, options: EnvOptions):
+        super().__init__(options)
+        self.config = load_config(options.config_path)   # bad input stops before any node is contacted
+
+    def gather(self, layer: NodeLayer) -> EnvFacts:
+        return env_facts(layer.probed(self.options.probe()))
+
+    def judge(self, facts: EnvFacts) -> List[Finding]:
+        return judge(EnvContext(facts.probed, facts.values, self.config.env))
+
+    def blocks(self, result: StageResult, later: Stage) -> str:
+        problems = readiness_problems(result.facts.probed)
+        if not later.launches_ranks or not problems:
+            return ""
+        first = next(iter(problems))
+        return f"env found nodes that cannot run torch: {fold(list(problems))} ({first}: {problems[first]})"
+
+    def to_json(self, result: StageResult) -> Dict:
+        return render.to_json(result.facts.probed, result.facts.values, result.findings, self.config)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return render.render_terminal(result.facts.probed, result.facts.values, result.findings, verbose)
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return render.render_markdown(result.facts.probed, result.facts.values, result.findings, self.config,
+                                      command)
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        return ["## Versions and settings", "", render.facts_markdown(result.facts.probed, result.facts.values), ""]
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {"versions": result.facts.values}

@@ -8,8 +8,8 @@ from tabulate import tabulate
 
 from clustercheck.compare import group_by_value
 from clustercheck.config import Config, as_dict
-from clustercheck.env.gather import Probed
 from clustercheck.inventory import fold
+from clustercheck.node.probe import Probed
 from clustercheck.render import cell, findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
 

@@ -1,8 +1,9 @@
 """The judges of `clustercheck env`: pure functions from probed facts to Findings.
 
 Each rule looks at every node's facts and returns Findings (an OK one when it
-passed, so the report shows what was checked). Rows of ../FAILURES.md each rule
-exists for are named in its docstring.
+passed, so the report shows what was checked). The rows of docs/failures.md each rule
+exists for are named in its docstring. Reach, names and the training interface are
+judged once for every stage by the node layer (clustercheck/node/judges.py).
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from typing import Callable, Dict, List, Sequence
 
 from clustercheck.compare import group_by_value
 from clustercheck.config import EnvThresholds
-from clustercheck.env.facts import NOT_INSTALLED, comparable, get, gib, gpu_count, gpus, is_loopback
-from clustercheck.env.gather import Probed, interpreter
 from clustercheck.inventory import fold
+from clustercheck.node.facts import NOT_INSTALLED, get, gib, gpu_count, gpus
+from clustercheck.node.judges import nodes_finding
+from clustercheck.node.probe import Probed, interpreter
 from clustercheck.result import Finding, Status
-from clustercheck.transport.base import REMEDIES, Outcome
 
 ONE_ENV = "use one environment or container image on every node (same interpreter path, same wheels)"
 
-# (fact, status when it differs, remedy). Rows 6, 7, 10, 22 of FAILURES.md.
+# (fact, status when it differs, remedy). Rows 6, 7, 10, 22 of docs/failures.md.
 MUST_MATCH = [
     ("torch", Status.FAIL, ONE_ENV),
     ("torch CUDA build", Status.FAIL, ONE_ENV + "; a CPU-only torch on a GPU node needs the CUDA wheel"),
@@ -54,45 +55,12 @@ HW_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", 
 @dataclass
 class EnvContext:
     probed: List[Probed]
+    values: Dict[str, Dict[str, str]]   # node -> comparable facts (env/facts.py)
     limits: EnvThresholds
 
     def __post_init__(self):
         self.order = [p.name for p in self.probed]
         self.ok = [p for p in self.probed if p.facts is not None]
-        self.values = {p.name: comparable(p.facts, p.node.ifname) for p in self.ok}
-
-
-def nodes_finding(check: str, status: Status, bad: Dict[str, str], summary: str, remedy: str,
-                   ok_summary: str) -> List[Finding]:
-    """A per-node rule's outcome: one finding naming the bad nodes with their evidence, or one OK."""
-    if not bad:
-        return [Finding(check, Status.OK, ok_summary)]
-    groups: Dict[str, List[str]] = {}
-    for node, evidence in bad.items():
-        groups.setdefault(evidence, []).append(node)
-    evidence = [f"{fold(nodes)}: {text}" for text, nodes in groups.items()]
-    return [Finding(check, status, summary.format(nodes=fold(list(bad)), count=len(bad)), evidence, remedy,
-                    list(bad))]
-
-
-def unreachable(ctx: EnvContext) -> List[Finding]:
-    """Nodes with no facts: not reached, or the probe did not run there (row 7)."""
-    findings = []
-    for p in ctx.probed:
-        if p.facts is not None:
-            continue
-        outcome = p.result.outcome
-        if outcome.reached and outcome is not Outcome.TIMED_OUT:
-            remedy = (f"name the interpreter that trains there (python= in the nodes file, or --python): "
-                      f"non-interactive SSH found no working {interpreter(p.node)}")
-            summary = f"{p.name}: the probe did not run"
-        else:
-            remedy = REMEDIES.get(outcome, "") or "check the node"
-            summary = f"{p.name}: {outcome.value}"
-        findings.append(Finding("reach", Status.FAIL, summary, [p.problem], remedy, [p.name]))
-    if not findings:
-        findings.append(Finding("reach", Status.OK, f"probed all {len(ctx.probed)} nodes"))
-    return findings
 
 
 def _mismatch(ctx: EnvContext, fact: str, status: Status, remedy: str) -> List[Finding]:
@@ -153,35 +121,6 @@ def required_packages(ctx: EnvContext) -> List[Finding]:
     return findings
 
 
-def hostnames(ctx: EnvContext) -> List[Finding]:
-    """Rows 4 and 15: unique hostnames that resolve to a reachable (non-loopback) address."""
-    names = {p.name: get(p.facts, "host", "hostname") for p in ctx.ok if get(p.facts, "host", "hostname")}
-    grouping = group_by_value(names, ctx.order)
-    dupes = {node: f"hostname {value}" for value, nodes in grouping.groups if len(nodes) > 1 for node in nodes}
-    findings = nodes_finding(
-        "hostname.unique", Status.FAIL, dupes, "{count} nodes share a hostname: {nodes}",
-        "give every node its own hostname; NCCL and torchrun treat nodes with the same name as one host",
-        f"hostnames are unique on {len(names)} nodes")
-    bad = {}
-    for p in ctx.ok:
-        for name, entry in (get(p.facts, "host", "resolves", default={}) or {}).items():
-            addrs = entry.get("addresses") or []
-            if entry.get("error"):
-                bad[p.name] = f"{name} does not resolve ({entry['error']})"
-            elif addrs and all(is_loopback(a) for a in addrs):
-                bad[p.name] = f"{name} resolves to {', '.join(addrs)}"
-            if p.name in bad:
-                break
-    # One node trains over loopback; as soon as there is a second, peers must reach this address.
-    findings += nodes_finding(
-        "hostname.resolves", Status.FAIL if len(ctx.probed) > 1 else Status.WARN, bad,
-        "own hostname resolves to loopback or not at all on {nodes}",
-        "map the hostname to the node's network address in /etc/hosts (not 127.0.1.1) or DNS; Gloo binds to "
-        "what gethostname() resolves to. Or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME",
-        "every node's own hostname resolves to a network address")
-    return findings
-
-
 def shm(ctx: EnvContext) -> List[Finding]:
     """Row 8: NCCL's shared-memory transport needs more than Docker's 64 MB /dev/shm."""
     floor = ctx.limits.shm_min_gib * 2 ** 30
@@ -219,33 +158,6 @@ def nofile(ctx: EnvContext) -> List[Finding]:
     return nodes_finding("nofile", Status.WARN, bad, f"open-file limit below {ctx.limits.nofile_min} on {{nodes}}",
                           "raise nofile (ulimit -n) for the launch path; data loaders and NCCL open many",
                           f"open-file limit at least {ctx.limits.nofile_min} everywhere")
-
-
-def training_mtu(ctx: EnvContext) -> List[Finding]:
-    """Row 12: the MTU of the interface training uses must be the same everywhere; row 14: it must exist."""
-    missing = {n: f"{v['training interface']}: no such interface" for n, v in ctx.values.items()
-               if v.get("training MTU") == "no such interface"}
-    findings = nodes_finding("interface.exists", Status.FAIL, missing, "training interface missing on {nodes}",
-                              "name an interface that exists (ip -br link) in ifname= / NCCL_SOCKET_IFNAME",
-                              "the training interface exists on every node")
-    values = {n: v["training MTU"] for n, v in ctx.values.items()
-              if "training MTU" in v and n not in missing}
-    if not values:
-        return findings
-    grouping = group_by_value(values, ctx.order)
-    ifnames = {n: ctx.values[n]["training interface"] for n in values}
-    if grouping.uniform:
-        findings.append(Finding("interface.mtu", Status.OK, f"MTU {grouping.baseline} on the training interface "
-                                                             f"of all {len(values)} nodes"))
-        return findings
-    odd = "; ".join(f"{fold(nodes)} has {value}" for value, nodes in grouping.odd)
-    findings.append(Finding(
-        "interface.mtu", Status.FAIL, f"MTU differs on the training interface: {odd} (the others: {grouping.baseline})",
-        [f"{fold(nodes)}: MTU {value} on {', '.join(sorted({ifnames[n] for n in nodes}))}"
-         for value, nodes in grouping.groups],
-        f"set MTU {grouping.baseline} on every node's training interface (ip link set dev IF mtu N, and in the "
-        f"network config)", grouping.odd_nodes))
-    return findings
 
 
 def clock(ctx: EnvContext) -> List[Finding]:
@@ -350,30 +262,6 @@ def workdir(ctx: EnvContext) -> List[Finding]:
     return findings
 
 
-def socket_ifname(ctx: EnvContext) -> List[Finding]:
-    """Row 14: *_SOCKET_IFNAME must name interfaces that exist; Gloo does not take NCCL's ^ syntax."""
-    bad = {}
-    for p in ctx.ok:
-        interfaces = get(p.facts, "net", "interfaces", default={}) or {}
-        for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
-            value = get(p.facts, "env", var)
-            if not value:
-                continue
-            if var.startswith("GLOO") and value.startswith("^"):
-                bad[p.name] = f"{var}={value}: Gloo takes interface names, not ^exclusions"
-            elif not value.startswith("^"):
-                names = [v.lstrip("=") for v in value.split(",") if v]
-                absent = [n for n in names if not any(i == n or (not value.startswith("=") and i.startswith(n))
-                                                      for i in interfaces)]
-                if absent:
-                    bad[p.name] = f"{var}={value}: no interface {', '.join(absent)}"
-    if not any(get(p.facts, "env", v) for p in ctx.ok for v in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")):
-        return []
-    return nodes_finding("env.ifname", Status.FAIL, bad, "socket interface settings name no interface on {nodes}",
-                          "set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME to an interface of that node (ip -br addr)",
-                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name existing interfaces")
-
-
 def env_vars(ctx: EnvContext) -> List[Finding]:
     """NCCL_* / GLOO_* / TORCH_* settings that differ between nodes change behaviour per rank."""
     keys = sorted({k for v in ctx.values.values() for k in v if k.startswith("$")})
@@ -422,8 +310,8 @@ def deep_imports(ctx: EnvContext) -> List[Finding]:
 
 
 RULES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    unreachable, python_version, must_match, required_packages, hostnames, training_mtu, socket_ifname,
-    shm, memlock, nofile, clock, gpu_health, slots, workdir, pdsh, deep_imports, env_vars,
+    python_version, must_match, required_packages, shm, memlock, nofile, clock, gpu_health, slots, workdir, pdsh,
+    deep_imports, env_vars,
 ]
 
 

@@ -6,16 +6,63 @@ connection attempts, link quality, SSH between nodes); rules.py judges; render.p
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Dict, List, Sequence
 
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import Node
-from clustercheck.net.gather import NetOptions, gather_net
+from clustercheck.inventory import fold
+from clustercheck.net import render
+from clustercheck.net.gather import NetFacts, NetOptions, gather_net, listener_documents
 from clustercheck.net.rules import judge_net
-from clustercheck.result import CheckResult
+from clustercheck.node import NodeLayer
+from clustercheck.result import Finding
+from clustercheck.stage import Stage, StageResult
 
 
-def check_net(nodes: Sequence[Node], fanout: FanoutOptions, options: NetOptions) -> CheckResult:
-    with Cluster(nodes, fanout) as cluster:
-        facts = gather_net(cluster, nodes, options)
-    return CheckResult(facts, judge_net(facts, options.master_port))
+class NetStage(Stage):
+    options: NetOptions
+    name = "net"
+
+    def gather(self, layer: NodeLayer) -> NetFacts:
+        facts = gather_net(layer.cluster, layer.nodes, self.options)
+        # The listeners report the probe's host / net / env sections: they stand for the probe when
+        # no stage probed before (net alone costs one exec fewer per node).
+        layer.offer(listener_documents(facts))
+        facts.probed = layer.known
+        return facts
+
+    def judge(self, facts: NetFacts) -> List[Finding]:
+        return judge_net(facts, self.options.master_port)
+
+    def blocks(self, result: StageResult, later: Stage) -> str:
+        """Ranks cannot meet or talk across blocked ports: torchrun stages would hang."""
+        facts: NetFacts = result.facts
+        if not later.launches_ranks or len(facts.nodes) < 2:
+            return ""
+        if facts.problems:
+            first = next(iter(facts.problems))
+            return f"collectives would hang on the network: no listener on {fold(list(facts.problems))} " \
+                   f"({first}: {facts.problems[first]})"
+        if not facts.master_bound():
+            return f"collectives would hang on the network: port {self.options.master_port} is in use on " \
+                   f"{facts.master}"
+        failed = facts.failed_attempts()
+        if failed:
+            source, target, port, state, _ = failed[0]
+            more = f" (and {len(failed) - 1} more failed connections)" if len(failed) > 1 else ""
+            return f"collectives would hang on the network: {source} -> {target}:{port} {state}{more}"
+        return ""
+
+    def to_json(self, result: StageResult) -> Dict:
+        return render.to_json(result.facts, result.findings)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return render.render_terminal(result.facts, result.findings, verbose)
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return render.render_markdown(result.facts, result.findings, command)
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        matrix = render.matrix_lines(result.facts, "github")
+        return ["## Network", "", matrix[0], "", f"`{matrix[1]}`", ""] if matrix else []
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {"net": render.to_json(result.facts, result.findings)}

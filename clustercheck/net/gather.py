@@ -16,25 +16,38 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from clustercheck.env.gather import interpreter, parse_document, peers_of, read_document
+import click
+
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
+from clustercheck.node.probe import Probed, interpreter, parse_document, peers_of, read_document
+from clustercheck.options import opt
 from clustercheck.probe import inline_command
+from clustercheck.rounds import round_robin
 from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
 
 PROGRAM = "net_probe"
 DEFAULT_MASTER_PORT = 29500
 
 
+FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
+
+
 @dataclass
 class NetOptions:
-    master_port: int = DEFAULT_MASTER_PORT
-    samples: int = 2                 # ephemeral ports sampled per node
-    attempt_timeout_s: float = 3.0   # a connection attempt with no answer by then is "filtered"
+    master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535),
+                           help="The rendezvous port (MASTER_PORT) tested on the first node.")
+    samples: int = opt("--samples", default=2, type=click.IntRange(0, 16),
+                       help="Ports sampled from each node's ephemeral range (where NCCL and Gloo listen).")
+    attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60),
+                                   help="Seconds before an unanswered connection counts as filtered.")
+    links: bool = opt("--links", is_flag=True, default=False,
+                      help="Also measure round trip and throughput of every pair (in rounds).")
+    stream_s: float = opt("--stream-s", default=0.5, type=click.FloatRange(0.05, 30),
+                          help="Seconds of the throughput stream per pair (with --links).")
+    node_ssh: bool = opt("--node-ssh", is_flag=True, default=False,
+                         help="Also check that the first node logs in to the others with SSH (what pdsh needs).")
     start_timeout_s: float = 30.0    # for a listener to report ready
-    links: bool = False
-    stream_s: float = 0.5
-    node_ssh: bool = False
 
 
 @dataclass
@@ -48,22 +61,36 @@ class NetFacts:
     mesh: Dict[str, Dict] = field(default_factory=dict)         # from node -> connect document
     links: List[Dict] = field(default_factory=list)             # {"from", "to", "rtt_ms", "mbit_s"} or "error"
     node_ssh: Optional[Dict] = None                             # {"from": node, "results": [...]}
+    probed: List[Probed] = field(default_factory=list)          # the node layer's documents, for names/interfaces
 
     @property
     def master(self) -> str:
         return self.nodes[0].name
 
+    def attempts(self) -> List[Tuple[str, str, int, str, Dict]]:
+        """(from, to, port, state, raw) for every connection attempt made, in inventory order."""
+        rows = []
+        for source in [n.name for n in self.nodes if n.name in self.mesh]:
+            for entry in self.mesh[source].get("results", []):
+                rows.append((source, entry["to"], entry["port"], entry.get("state", "?"), entry))
+        return rows
 
-def round_robin(names: Sequence[str]) -> List[List[Tuple[str, str]]]:
-    """Rounds of disjoint pairs covering every pair once (the circle method)."""
-    players = list(names) + ([None] if len(names) % 2 else [])
-    rounds = []
-    for _ in range(len(players) - 1):
-        half = len(players) // 2
-        pairs = [(players[i], players[-1 - i]) for i in range(half)]
-        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
-        players = [players[0], players[-1]] + players[1:-1]
-    return rounds
+    def failed_attempts(self) -> List[Tuple[str, str, int, str, Dict]]:
+        return [r for r in self.attempts() if r[3] in FAILED_STATES or r[3].startswith("error")]
+
+    def master_bound(self) -> bool:
+        listener = self.listeners.get(self.master)
+        return listener is None or bool((listener.get("master") or {}).get("bound"))
+
+
+def listener_documents(facts: NetFacts) -> List[Probed]:
+    """The listeners' reports (they carry the probe's host / net / env sections) as probed nodes."""
+    probed = []
+    for node in facts.nodes:
+        result = facts.outcomes.get(node.name) or NodeResult(node.name, Outcome.OK)
+        probed.append(Probed(node, result, facts=facts.listeners.get(node.name),
+                             problem=facts.problems.get(node.name, "")))
+    return probed
 
 
 def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> NetFacts:
@@ -132,15 +159,21 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
         if options.links:
             _links(cluster, facts, by_name, listening, options)
         if options.node_ssh and len(names) > 1 and facts.master in listening:
-            first = by_name[facts.master]
-            args = ["ssh", "--hosts", ",".join(names[1:]), "--timeout", "5"]
-            result = cluster.transports[first.name].run(inline_command(interpreter(first), PROGRAM, args), 60)
-            doc, problem = read_document(first, result)
-            facts.node_ssh = {"from": first.name, **(doc or {"error": problem})}
+            _node_ssh(cluster, facts, by_name[facts.master], names[1:])
     finally:
         for handle in running.values():
             handle.stop()
     return facts
+
+
+def _node_ssh(cluster: Cluster, facts: NetFacts, first: Node, others: Sequence[str]) -> None:
+    def ssh_step(transport: Transport, node: Node) -> NodeResult:
+        args = ["ssh", "--hosts", ",".join(others), "--timeout", "5"]
+        return transport.run(inline_command(interpreter(node), PROGRAM, args), 60)
+
+    [result] = cluster.each(ssh_step, [first])   # a connection lost here is a result, like any step's
+    doc, problem = read_document(first, result)
+    facts.node_ssh = {"from": first.name, **(doc or {"error": problem})}
 
 
 def listening_port(listener: Dict) -> Optional[int]:

@@ -6,10 +6,9 @@ from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from clustercheck.env.facts import get
 from clustercheck.inventory import fold
 from clustercheck.net.gather import NetFacts
-from clustercheck.net.rules import attempts
+from clustercheck.node.facts import get
 from clustercheck.render import cell, findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
 
@@ -23,7 +22,7 @@ def matrix_rows(facts: NetFacts) -> List[List[str]]:
     names = [n.name for n in facts.nodes]
     worst_state: Dict[tuple, str] = {}
     order = ["open", "filtered", "refused", "unreachable", "unresolved"]
-    for source, target, _, state, _ in attempts(facts):
+    for source, target, _, state, _ in facts.attempts():
         previous = worst_state.get((source, target), "open")
         rank = order.index(state) if state in order else len(order)
         worst_state[(source, target)] = state if rank > order.index(previous) else previous

@@ -1,9 +1,9 @@
 """The judges of `clustercheck net`: pure functions from NetFacts to Findings.
 
-Names, interfaces and MTU are judged by the same rules as `env` (the listener reports
-the same host / net / env sections as the env probe); the mesh, the rendezvous port,
-peer name resolution, node-to-node SSH and link quality are judged here. The rows of
-../FAILURES.md each rule is for are named in its docstring.
+Reach, own names, the training interface's existence and MTU are the node layer's
+(clustercheck/node/judges.py), judged once per run; the mesh, the rendezvous port, peer
+name resolution, the interface to set, node-to-node SSH and link quality are judged here.
+The rows of docs/failures.md each rule is for are named in its docstring.
 """
 
 from __future__ import annotations
@@ -12,35 +12,11 @@ import ipaddress
 import statistics
 from typing import Dict, List, Sequence, Set, Tuple
 
-from clustercheck.config import EnvThresholds
-from clustercheck.env import rules as env_rules
-from clustercheck.env.facts import get, is_loopback, training_interface
-from clustercheck.env.gather import Probed
 from clustercheck.inventory import fold
 from clustercheck.net.gather import NetFacts
+from clustercheck.node.facts import get, is_loopback, training_interface
+from clustercheck.node.judges import nodes_finding
 from clustercheck.result import Finding, Status
-from clustercheck.transport.base import NodeResult, Outcome
-
-FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
-
-
-def as_probed(facts: NetFacts) -> List[Probed]:
-    """The listeners' reports in the shape the env rules judge."""
-    probed = []
-    for node in facts.nodes:
-        doc = facts.listeners.get(node.name)
-        result = facts.outcomes.get(node.name) or NodeResult(node.name, Outcome.OK)
-        probed.append(Probed(node, result, facts=doc, problem=facts.problems.get(node.name, "")))
-    return probed
-
-
-def attempts(facts: NetFacts) -> List[Tuple[str, str, int, str, Dict]]:
-    """(from, to, port, state, raw) for every connection attempt made."""
-    rows = []
-    for source in [n.name for n in facts.nodes if n.name in facts.mesh]:  # inventory order
-        for entry in facts.mesh[source].get("results", []):
-            rows.append((source, entry["to"], entry["port"], entry.get("state", "?"), entry))
-    return rows
 
 
 def _port_range(facts: NetFacts, node: str) -> str:
@@ -52,11 +28,10 @@ def mesh(facts: NetFacts, master_port_number: int) -> List[Finding]:
     """Rows 1-2: every node reaches every other node's ports, both directions.
 
     The rendezvous port on the master is judged by master_port()."""
-    rows = attempts(facts)
+    rows = facts.attempts()
     if not rows:
         return []
-    failed = [r for r in rows if (r[3] in FAILED_STATES or r[3].startswith("error"))
-              and (r[1], r[2]) != (facts.master, master_port_number)]
+    failed = [r for r in facts.failed_attempts() if (r[1], r[2]) != (facts.master, master_port_number)]
     if not failed:
         return [Finding("net.mesh", Status.OK, f"all {len(rows)} connections open between {len(facts.mesh)} nodes "
                                                f"({len({(r[0], r[1]) for r in rows})} ordered pairs)")]
@@ -121,7 +96,7 @@ def master_port(facts: NetFacts, master_port_number: int) -> List[Finding]:
                         f", or use another port (--master-port here, MASTER_PORT / --master_port for the job)",
                         [master])]
     findings = [Finding("net.master.free", Status.OK, f"port {master_port_number} is free on {master}")]
-    to_master = [r for r in attempts(facts) if r[1] == master and r[2] == master_port_number]
+    to_master = [r for r in facts.attempts() if r[1] == master and r[2] == master_port_number]
     failed = [r for r in to_master if r[3] != "open"]
     if failed:
         findings.append(Finding(
@@ -170,9 +145,10 @@ def peer_names(facts: NetFacts) -> List[Finding]:
                     "the training network", sorted(culprits))]
 
 
-def interfaces(facts: NetFacts, probed: Sequence[Probed]) -> List[Finding]:
+def interfaces(facts: NetFacts) -> List[Finding]:
     """Rows 1, 13: the interface that routes to the peers, what to set, and two interfaces on one subnet."""
-    chosen = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed if p.facts is not None}
+    probed = [p for p in facts.probed if p.facts is not None]
+    chosen = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed}
     chosen = {n: i for n, i in chosen.items() if i}
     findings = []
     if chosen:
@@ -201,7 +177,7 @@ def interfaces(facts: NetFacts, probed: Sequence[Probed]) -> List[Finding]:
         clash = {net: names for net, names in subnets.items() if len(set(names)) > 1}
         if clash:
             same_subnet[p.name] = "; ".join(f"{', '.join(sorted(set(n)))} on {net}" for net, n in clash.items())
-    findings += env_rules.nodes_finding(
+    findings += nodes_finding(
         "net.subnet", Status.WARN, same_subnet, "two interfaces on one subnet on {nodes}",
         "give each interface its own subnet, or set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME so the route order "
         "cannot decide", "no node has two interfaces on one subnet")
@@ -231,7 +207,7 @@ def node_ssh(facts: NetFacts) -> List[Finding]:
         remedy = f"add the nodes' host keys to {source}'s known_hosts (ssh-keyscan, after checking them)"
     else:
         remedy = f"make sshd reachable from {source} on the other nodes"
-    return env_rules.nodes_finding("net.ssh", Status.FAIL, bad,
+    return nodes_finding("net.ssh", Status.FAIL, bad,
                                     f"{source} cannot log in without a password to {{nodes}} (BatchMode)",
                                     remedy + "; DeepSpeed's pdsh launcher needs it, torchrun does not", "")
 
@@ -243,7 +219,7 @@ def links(facts: NetFacts) -> List[Finding]:
     errors = {f"{e['from']}->{e['to']}": e["error"] for e in facts.links if e.get("error")}
     findings = []
     if errors:
-        findings += env_rules.nodes_finding("net.link", Status.FAIL, errors, "link test failed for {nodes}",
+        findings += nodes_finding("net.link", Status.FAIL, errors, "link test failed for {nodes}",
                                              "see the mesh findings: the pair cannot talk", "")
     good = [e for e in facts.links if e.get("mbit_s")]
     if len(good) < 3:  # with fewer pairs no node can be singled out
@@ -265,7 +241,7 @@ def links(facts: NetFacts) -> List[Finding]:
             slow[node] = f"{node_mbit:.0f} Mb/s on its links (median of all pairs {median_mbit:.0f} Mb/s)"
         elif node_rtt > 3 * median_rtt and node_rtt - median_rtt > 0.5:
             slow[node] = f"round trip {node_rtt:.2f} ms (median of all pairs {median_rtt:.2f} ms)"
-    findings += env_rules.nodes_finding(
+    findings += nodes_finding(
         "net.link", Status.WARN, slow, "slow links on {nodes}",
         "check the node's NIC (ethtool: speed, errors), its cable and switch port, and any traffic shaping (tc)",
         f"link speeds even: median {median_mbit:.0f} Mb/s, round trip {median_rtt:.2f} ms over {len(good)} pairs")
@@ -273,16 +249,10 @@ def links(facts: NetFacts) -> List[Finding]:
 
 
 def judge_net(facts: NetFacts, master_port_number: int) -> List[Finding]:
-    probed = as_probed(facts)
-    ctx = env_rules.EnvContext(probed, EnvThresholds())
-    findings = env_rules.unreachable(ctx)
-    findings += master_port(facts, master_port_number)
+    findings = master_port(facts, master_port_number)
     findings += mesh(facts, master_port_number)
-    findings += env_rules.hostnames(ctx)
     findings += peer_names(facts)
-    findings += interfaces(facts, probed)
-    findings += env_rules.training_mtu(ctx)
-    findings += env_rules.socket_ifname(ctx)
+    findings += interfaces(facts)
     findings += node_ssh(facts)
     findings += links(facts)
     return findings

@@ -1,31 +1,73 @@
-"""`clustercheck preflight`: env, net, bench and smoke in that order, over one set of connections.
+"""`clustercheck preflight`: the runner over env, net, bench and smoke, one readiness report.
 
-A stage whose premise failed is skipped with the reason: no bench or smoke when a node
-could not be probed or lacks torch (torchrun would wait for it), nor when the mesh has
-blocked ports (collectives would hang); no smoke when the bench's ranks failed.
+The stages run in that order over one set of connections (clustercheck.stage.run_stages);
+each stage's own skip rule says which later stages its result makes pointless. What this
+module adds is the choice of stages and their options for a short, whole check, and the
+report (report.py) with what changed since an earlier one (diff.py).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
 
-from clustercheck import __version__
-from clustercheck.bench.gather import BenchOptions, gather_bench
-from clustercheck.bench.rules import Expectations, judge_bench
-from clustercheck.config import Config
-from clustercheck.env import evaluate
-from clustercheck.env.gather import probe_cluster
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import Node
-from clustercheck.net.gather import NetOptions, gather_net
-from clustercheck.net.rules import judge_net
-from clustercheck.result import Finding, Status, worst
-from clustercheck.smoke.gather import SmokeOptions, gather_smoke
-from clustercheck.smoke.rules import judge_smoke
+import click
 
-STAGES = ("env", "net", "bench", "smoke")
+from clustercheck.bench import BenchStage
+from clustercheck.bench.gather import BenchOptions, format_size, parse_size
+from clustercheck.env import EnvOptions, EnvStage
+from clustercheck.errors import InputError
+from clustercheck.net import NetStage
+from clustercheck.net.gather import DEFAULT_MASTER_PORT, NetOptions
+from clustercheck.options import OutputOptions, opt
+from clustercheck.preflight.diff import Changes, diff_reports, load_report, render_changes
+from clustercheck.preflight.report import to_json, write_preflight_report
+from clustercheck.render import findings_lines
+from clustercheck.smoke import SmokeStage
+from clustercheck.smoke.gather import MODES, SmokeOptions
+from clustercheck.stage import RunResult, Stage
+
+STAGES = (EnvStage, NetStage, BenchStage, SmokeStage)
+STAGE_NAMES = tuple(cls.name for cls in STAGES)
+
+
+def parse_stages(ctx, param, value):
+    if value is None or isinstance(value, tuple):
+        return value
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in STAGE_NAMES]
+    if unknown:
+        raise InputError(f"--{param.name}: unknown stage (stages: {', '.join(STAGE_NAMES)})", "command line",
+                         value=unknown[0])
+    return names
+
+
+@dataclass
+class PreflightOptions:
+    only: Optional[Sequence[str]] = opt("--only", callback=parse_stages,
+                                        help=f"Run only these stages (comma-separated: {', '.join(STAGE_NAMES)}).")
+    skip: Optional[Sequence[str]] = opt("--skip", callback=parse_stages, help="Skip these stages.")
+    config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False), help="Thresholds file (as for env).")
+    workdir: Optional[str] = opt("--workdir", help="Directory training runs in on the nodes (env checks it).")
+    master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535))
+    attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60))
+    bench_max_bytes: int = opt("--bench-max-bytes", default=16 * 2 ** 20, callback=parse_size, show=format_size,
+                               help="Largest all_reduce of the short sweep.")
+    pairwise: bool = opt("--pairwise/--no-pairwise", default=True, help="Pairwise rounds in the bench.")
+    smoke_mode: str = opt("--smoke-mode", default="ddp", type=click.Choice(MODES))
+    smoke_steps: int = opt("--smoke-steps", default=30, type=click.IntRange(2))
+    timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
+                           help="Deadline in seconds of the bench and smoke stages, each.")
+    baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
+                                  help="An earlier preflight .json: show what changed.")
+    threshold: float = opt("--threshold", default=0.10, type=click.FloatRange(0, 1),
+                           help="Bandwidth change that counts, against --baseline.")
+    name: Optional[str] = opt("--name", help="The report's name: reports/<date>-<name>.md (default: the nodes "
+                                             "file's name).")
+
+    @property
+    def selected(self) -> List[str]:
+        return [s for s in (self.only or STAGE_NAMES) if s not in (self.skip or ())]
 
 
 def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s: float = 600.0) -> BenchOptions:
@@ -34,116 +76,42 @@ def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s:
                         step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=2 ** 20, timeout_s=timeout_s)
 
 
-@dataclass
-class PreflightOptions:
-    stages: Sequence[str] = STAGES
-    config: Config = field(default_factory=Config)
-    env_timeout_s: float = 60.0
-    workdir: Optional[str] = None
-    net: NetOptions = field(default_factory=NetOptions)
-    bench: BenchOptions = field(default_factory=short_sweep)
-    smoke: SmokeOptions = field(default_factory=SmokeOptions)
+def preflight_stages(options: PreflightOptions) -> List[Stage]:
+    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path)),
+            NetStage(NetOptions(master_port=options.master_port, attempt_timeout_s=options.attempt_timeout_s)),
+            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s)),
+            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s))]
 
 
-@dataclass
-class StageResult:
-    name: str
-    findings: List[Finding] = field(default_factory=list)
-    facts: object = None
-    skipped: str = ""            # why it did not run
-    wall_s: float = 0.0
-    command: str = ""            # the single command that reproduces this stage
+class PreflightView:
+    """The readiness report of a preflight run, and what changed against --baseline."""
 
-    @property
-    def status(self) -> Status:
-        return worst(self.findings)
-
-
-@dataclass
-class PreflightResult:
-    nodes: List[Node]
-    stages: Dict[str, StageResult]
-    version: str = __version__
-
-    @property
-    def findings(self) -> List[Finding]:
-        return [f for stage in self.stages.values() for f in stage.findings]
+    def __init__(self, stages: Sequence[Stage], run: RunResult, options: PreflightOptions, default_name: str,
+                 baseline: Optional[Dict]):
+        self.stages, self.run, self.options = list(stages), run, options
+        self.name = options.name or default_name
+        self.baseline = baseline
+        self.changes: Optional[Changes] = None
+        if baseline is not None:
+            self.changes = diff_reports(baseline, to_json(self.stages, run, ""), options.threshold)
 
     @property
     def exit_code(self) -> int:
-        return worst(self.findings).exit_code
+        return max(self.run.exit_code, self.changes.exit_code if self.changes else 0)
+
+    def to_json(self, command: str) -> Dict:
+        return to_json(self.stages, self.run, command)
+
+    def render_terminal(self, verbose: bool) -> str:
+        lines = findings_lines(self.run.findings, verbose)
+        if self.changes is not None:
+            lines += ["", render_changes(self.changes, self.options.baseline, "this run")]
+        return "\n".join(lines)
+
+    def write_report(self, out: OutputOptions, command: str) -> List[str]:
+        paths = write_preflight_report(self.stages, self.run, command, out.reports_dir, self.name)
+        return [f"report: {paths['markdown']} (and {paths['json'].rsplit('/', 1)[-1]})"]
 
 
-def stage_commands(nodes_arg: str, options: PreflightOptions) -> Dict[str, str]:
-    b, s, n = options.bench, options.smoke, options.net
-    nodes_arg = f" {nodes_arg}" if nodes_arg else ""
-    return {
-        "env": f"clustercheck env{nodes_arg}",
-        "net": f"clustercheck net{nodes_arg} --master-port {n.master_port} --samples {n.samples} "
-               f"--attempt-timeout {n.attempt_timeout_s:g}",
-        "bench": f"clustercheck bench{nodes_arg} -c {','.join(b.collectives)} -b {b.min_bytes} -e {b.max_bytes} "
-                 f"-f {b.step_factor} -n {b.iters} -w {b.warmup}" + (f" --pairwise --pair-bytes {b.pair_bytes}"
-                                                                    if b.pairwise else ""),
-        "smoke": f"clustercheck smoke{nodes_arg} --mode {s.mode} --preset {s.preset} --steps {s.steps}",
-    }
-
-
-def blocking(stage: StageResult, checks: Sequence[str]) -> List[Finding]:
-    return [f for f in stage.findings if f.status is Status.FAIL and any(f.check.startswith(c) for c in checks)]
-
-
-def run_preflight(nodes: Sequence[Node], fanout: FanoutOptions, options: PreflightOptions, nodes_arg: str = "",
-                  progress: Optional[Callable[[str, str], None]] = None) -> PreflightResult:
-    say = progress or (lambda stage, text: None)
-    commands = stage_commands(nodes_arg, options)
-    results: Dict[str, StageResult] = {}
-    with Cluster(nodes, fanout) as cluster:
-        probed = None
-        for name in STAGES:
-            result = StageResult(name, command=commands[name])
-            results[name] = result
-            if name not in options.stages:
-                result.skipped = "not selected"
-                continue
-            reason = _skip_reason(name, results, len(nodes))
-            if reason:
-                result.skipped = reason
-                say(name, f"skipped: {reason}")
-                continue
-            say(name, "running")
-            start = time.monotonic()
-            if name == "env":
-                probed = probe_cluster(cluster, nodes, options.env_timeout_s, workdir=options.workdir)
-                env = evaluate(probed, options.config)
-                result.facts, result.findings = env, env.findings
-            elif name == "net":
-                facts = gather_net(cluster, nodes, options.net)
-                result.facts, result.findings = facts, judge_net(facts, options.net.master_port)
-            elif name == "bench":
-                facts = gather_bench(cluster, nodes, options.bench, probed=probed)
-                result.facts, result.findings = facts, judge_bench(facts, Expectations(), options.bench.timeout_s)
-            else:
-                facts = gather_smoke(cluster, nodes, options.smoke, probed=probed)
-                result.facts, result.findings = facts, judge_smoke(facts, options.smoke.timeout_s)
-            seen = {(f.check, f.summary) for done in results.values() if done is not result for f in done.findings}
-            result.findings = [f for f in result.findings if (f.check, f.summary) not in seen]  # net re-judges names
-            result.wall_s = time.monotonic() - start
-            say(name, f"{result.status.name} in {result.wall_s:.1f} s")
-    return PreflightResult(list(nodes), results)
-
-
-def _skip_reason(name: str, results: Dict[str, StageResult], num_nodes: int) -> str:
-    env, net, bench = results.get("env"), results.get("net"), results.get("bench")
-    if name in ("bench", "smoke") and env is not None:
-        blockers = blocking(env, ("reach", "required."))
-        if blockers:
-            return f"env found nodes that cannot run torch: {blockers[0].summary}"
-    if name in ("bench", "smoke") and net is not None and num_nodes > 1:
-        blockers = blocking(net, ("net.inbound", "net.pair", "net.master", "reach"))
-        if blockers:
-            return f"collectives would hang on the network: {blockers[0].summary}"
-    if name == "smoke" and bench is not None:
-        blockers = blocking(bench, ("bench.sweep", "bench.pairwise.stage", "bench.node"))
-        if blockers:
-            return f"the bench's ranks failed: {blockers[0].summary}"
-    return ""
+def load_baseline(options: PreflightOptions) -> Optional[Dict]:
+    return load_report(options.baseline) if options.baseline else None

@@ -1,4 +1,4 @@
-"""Fault knobs for a sandbox node: the failures FAILURES.md lists, made on purpose.
+"""Fault knobs for a sandbox node: the failures docs/failures.md lists, made on purpose.
 
 Each knob records itself in the sandbox state so `status` shows it and `clear` undoes it.
 """
@@ -108,6 +108,15 @@ def bind(box: Sandbox, name: str, source: str, target: str) -> None:
     _record(box, node, f"{target} <- {source}")
 
 
+def hide_program(box: Sandbox, name: str, program: str) -> None:
+    """On this node only, `program` is not on PATH (an empty, non-executable file is bound over it)."""
+    path = shutil.which(program)
+    if path is None:
+        raise SandboxError(f"{program} is not installed on this host: nothing to hide")
+    bind(box, name, "/dev/null", os.path.realpath(path))
+    _record(box, box.node(name), f"hidden program: {program}")
+
+
 def _normalise(name: str) -> str:
     return name.lower().replace("-", "_")
 
@@ -205,6 +214,7 @@ KNOBS = {
     "reject": (reject_port, "PORT", str),
     "set-env": (set_env, "VAR=VALUE", str),
     "mtu": (set_mtu, "MTU", int),
+    "hide": (hide_program, "PROGRAM", str),
     "loopback-hostname": (hostname_to_loopback, None, None),
     "stop-sshd": (stop_sshd, None, None),
     "start-sshd": (start_sshd, None, None),

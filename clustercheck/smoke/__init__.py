@@ -6,17 +6,43 @@ judges the run (or classifies its failure); render.py shows it.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import Node
-from clustercheck.result import CheckResult
-from clustercheck.smoke.gather import SmokeOptions, gather_smoke
+from clustercheck.node import NodeLayer
+from clustercheck.result import Finding
+from clustercheck.smoke import render
+from clustercheck.smoke.gather import SmokeFacts, SmokeOptions, gather_smoke
 from clustercheck.smoke.rules import judge_smoke
+from clustercheck.stage import Stage, StageResult
 
 
-def check_smoke(nodes: Sequence[Node], fanout: FanoutOptions, options: SmokeOptions,
-                progress: Optional[Callable[[str, Dict], None]] = None) -> CheckResult:
-    with Cluster(nodes, fanout) as cluster:
-        facts = gather_smoke(cluster, nodes, options, progress)
-    return CheckResult(facts, judge_smoke(facts, options.timeout_s))
+class SmokeStage(Stage):
+    options: SmokeOptions
+    name = "smoke"
+    launches_ranks = True
+
+    def gather(self, layer: NodeLayer) -> SmokeFacts:
+        # Rank 0's progress, and DeepSpeed's first-use compile, go to stderr: a long wait is not a silent hang.
+        return gather_smoke(layer.cluster, layer.nodes, layer.probed(), self.options, render.progress_printer())
+
+    def judge(self, facts: SmokeFacts) -> List[Finding]:
+        return judge_smoke(facts, self.options.timeout_s)
+
+    def to_json(self, result: StageResult) -> Dict:
+        return render.to_json(result.facts, result.findings)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return render.render_terminal(result.facts, result.findings, verbose=True)  # a pass's figures matter
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return render.render_markdown(result.facts, result.findings, command, images)
+
+    def save_images(self, result: StageResult, stem: str) -> List[str]:
+        curve: Optional[str] = render.training_curve(result.facts, stem)
+        return [curve] if curve else []
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        return ["## Training", "", f"![{images[0]}]({images[0]})", ""] if images else []
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {"smoke": render.to_json(result.facts, result.findings)}

@@ -1,8 +1,8 @@
 """Run the reference trainer across the cluster and collect what its ranks report.
 
-The env probe first (interpreter, torch, GPUs, training interface); then the trainer's
-files are shipped into every node's run directory and started with torchrun on all
-nodes at once (clustercheck.launch), under one deadline. No judging here.
+From the node layer's documents (interpreter, torch, GPUs, training interface), the
+trainer's files are shipped into every node's run directory and started with torchrun on
+all nodes at once (clustercheck.launch), under one deadline. No judging here.
 """
 
 from __future__ import annotations
@@ -11,28 +11,47 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+import click
+
 import reference_train
-from clustercheck.env.gather import Probed, probe_cluster
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
-from clustercheck.launch import Launch, Stage, choose_backend, ranks_per_node, readiness_problems, run_torchrun, ship
+from clustercheck.launch import (
+    Launch,
+    LaunchResult,
+    choose_backend,
+    ranks_per_node,
+    readiness_problems,
+    run_torchrun,
+    ship,
+)
+from clustercheck.node.probe import Probed
+from clustercheck.options import opt
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(reference_train.__file__))
 TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "ds_config_zero1.json", "ds_config_zero2.json",
                  "ds_config_zero3.json", "ds_config_zero3_offload.json")
 
 
+MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")
+
+
 @dataclass
 class SmokeOptions:
-    mode: str = "ddp"
-    preset: str = "tiny"
-    steps: int = 30
-    micro_batch: int = 8
-    precision: str = "fp32"
-    data: Optional[str] = None          # a path on the nodes
-    nproc_per_node: Optional[int] = None
-    rdzv_port: int = 29401
-    timeout_s: float = 600.0
+    mode: str = opt("--mode", default="ddp", type=click.Choice(MODES))
+    preset: str = opt("--preset", default="tiny", type=click.Choice(["tiny", "small", "125m", "1b"]))
+    steps: int = opt("--steps", default=30, type=click.IntRange(2))
+    micro_batch: int = opt("--micro-batch", default=8, type=click.IntRange(1))
+    precision: str = opt("--precision", default="fp32", type=click.Choice(["fp32", "bf16", "fp16"]),
+                         help="bf16 / fp16 need GPUs.")
+    data: Optional[str] = opt("--data", help="A .txt or .jsonl file to train on, at this path on every node "
+                                             "(default: generated).")
+    nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
+                                        help="Ranks per node. Default: slots=, else the GPU count, else 1.")
+    rdzv_port: int = opt("--rdzv-port", default=29401, type=click.IntRange(1, 65535))
+    timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
+                           help="Deadline in seconds for the whole run (the first DeepSpeed run compiles for "
+                                "~100 s).")
 
 
 @dataclass
@@ -40,7 +59,7 @@ class SmokeFacts:
     nodes: List[Node]
     probed: List[Probed]
     nproc: Dict[str, int] = field(default_factory=dict)
-    stage: Optional[Stage] = None
+    stage: Optional[LaunchResult] = None
     problems: Dict[str, str] = field(default_factory=dict)
 
 
@@ -53,11 +72,9 @@ def trainer_args(options: SmokeOptions) -> List[str]:
     return args
 
 
-def gather_smoke(cluster: Cluster, nodes: Sequence[Node], options: SmokeOptions,
-                 progress: Optional[Callable[[str, Dict], None]] = None,
-                 probed: Optional[List[Probed]] = None) -> SmokeFacts:
-    """probed: the env probe's results when the caller has them already (preflight)."""
-    probed = probed if probed is not None else probe_cluster(cluster, nodes, 60.0)
+def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], options: SmokeOptions,
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> SmokeFacts:
+    """probed: the node layer's documents (interpreter, torch, GPUs, training interface)."""
     facts = SmokeFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
     if facts.problems:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.inventory import fold
 from clustercheck.render import findings_lines, findings_markdown, report_header
@@ -55,7 +56,31 @@ def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
                       for n, r in (stage.runs.items() if stage else [])}}
 
 
-def render_markdown(facts: SmokeFacts, findings: Sequence[Finding], command: str) -> str:
+def training_curve(facts: SmokeFacts, stem: str) -> Optional[str]:
+    """<stem>-loss.png: rank 0's loss against the step; its file name (None without steps or matplotlib)."""
+    steps = _steps(facts)
+    if not steps:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], marker="o")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (mean over ranks)")
+    ax.set_title("smoke: training loss")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    path = f"{stem}-loss.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return os.path.basename(path)
+
+
+def render_markdown(facts: SmokeFacts, findings: Sequence[Finding], command: str, images: Sequence[str] = ()) -> str:
     names = [n.name for n in facts.nodes]
     out = report_header("smoke", findings, command, [f"- nodes: {len(names)} ({fold(names)})"])
     out += findings_markdown(findings)
@@ -64,4 +89,5 @@ def render_markdown(facts: SmokeFacts, findings: Sequence[Finding], command: str
         out += ["## Training log (rank 0)", "", "| step | loss | tokens/s | peak MB |", "|---|---|---|---|"]
         out += [f"| {s['step']} | {s['loss']:.4f} | {s['tokens_per_s']:.0f} | {s['peak_mem_mb']:.0f} |" for s in steps]
         out.append("")
+    out += [line for image in images for line in (f"![{image}]({image})", "")]
     return "\n".join(out)

@@ -31,6 +31,7 @@ class Outcome(enum.Enum):
     HOSTKEY_UNKNOWN = "host key unknown"
     HOSTKEY_CHANGED = "host key changed"
     SSH_ERROR = "ssh error"
+    TOOL_ERROR = "could not check: error in clustercheck"
 
     @property
     def reached(self) -> bool:
@@ -59,6 +60,7 @@ REMEDIES = {
     Outcome.HOSTKEY_CHANGED: "the node's host key differs from known_hosts: if the node was reinstalled, remove the "
                              "old entry with ssh-keygen -R; otherwise treat it as a possible attack",
     Outcome.TIMED_OUT: "the command passed its deadline and was killed: raise --timeout or find what hangs",
+    Outcome.TOOL_ERROR: "clustercheck itself failed on this node: rerun; if it persists, report it with the detail",
 }
 
 

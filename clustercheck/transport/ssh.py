@@ -133,7 +133,7 @@ def _open_socket(ctx: SSHContext, target: sshconfig.Target, timeout_s: float):
 
 def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramiko.SSHClient:
     """Connect and authenticate, verifying the host key; raises TransportError."""
-    timeout_s = target.connect_timeout_s or ctx.settings.connect_timeout_s
+    timeout_s = target.connect_timeout_s
     known = ctx.known_hosts(target.alias)
     client = paramiko.SSHClient()
     for keytype, key in known.lookup(target.hostkey_name).items():
@@ -261,7 +261,7 @@ class SSHTransport(Transport):
         return path
 
     def start(self, command: str) -> "SSHRunning":
-        chan = self._open_channel(self.ctx.settings.connect_timeout_s)
+        chan = self._open_channel(self.target.connect_timeout_s)
         try:
             chan.exec_command(guarded(command))
         except (paramiko.SSHException, EOFError, OSError) as exc:

@@ -4,7 +4,7 @@ paramiko parses ssh_config but applies none of it on its own; this module does,
 for HostName, User, Port, IdentityFile, IdentitiesOnly, ProxyJump, ProxyCommand,
 UserKnownHostsFile, GlobalKnownHostsFile, StrictHostKeyChecking, HostKeyAlias and
 ConnectTimeout. Precedence is OpenSSH's: the command line (here, the inventory and
-its defaults) wins over the config file.
+its defaults, and --connect-timeout as OpenSSH's -o ConnectTimeout) wins over the config file.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from clustercheck.errors import InputError
 
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+DEFAULT_CONNECT_TIMEOUT_S = 10.0   # as ClusterShell
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Target:
     proxy_jump: Tuple[str, ...] = ()   # hops, first to last, each "[user@]host[:port]"
     hostkey_alias: Optional[str] = None
     strict_hostkeys: str = "yes"       # yes | accept-new (OpenSSH's "no" is read as accept-new)
-    connect_timeout_s: Optional[float] = None
+    connect_timeout_s: float = 10.0
 
     @property
     def hostkey_name(self) -> str:
@@ -52,7 +53,7 @@ class SSHSettings:
     config_path: Optional[str] = None          # -F; None: ~/.ssh/config when it exists
     user_known_hosts: List[str] = field(default_factory=list)  # --known-hosts overrides the config
     accept_new_hostkeys: bool = False
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: Optional[float] = None  # given on the command line: beats ConnectTimeout in the config
 
     def load_config(self) -> paramiko.SSHConfig:
         path = self.config_path
@@ -93,7 +94,13 @@ def resolve(config: paramiko.SSHConfig, alias: str, settings: SSHSettings,
     proxy_command = entry.get("proxycommand")
     if proxy_command and proxy_command.lower() == "none":
         proxy_command = None
-    timeout = entry.get("connecttimeout")
+    config_timeout = entry.get("connecttimeout")
+    if settings.connect_timeout_s is not None:
+        timeout_s = settings.connect_timeout_s
+    elif config_timeout and str(config_timeout).isdigit():
+        timeout_s = float(config_timeout)
+    else:
+        timeout_s = DEFAULT_CONNECT_TIMEOUT_S
     config_port = entry.get("port")
     return Target(
         alias=alias,
@@ -106,7 +113,7 @@ def resolve(config: paramiko.SSHConfig, alias: str, settings: SSHSettings,
         proxy_jump=hops,
         hostkey_alias=entry.get("hostkeyalias"),
         strict_hostkeys="accept-new" if accept_new else "yes",
-        connect_timeout_s=float(timeout) if timeout and str(timeout).isdigit() else None,
+        connect_timeout_s=timeout_s,
     )
 
 

@@ -1,4 +1,4 @@
-"""Run the probe on every node and bring back its raw facts; no judging here.
+"""Run the env probe on every node and bring back its raw document; no judging here.
 
 The probe travels inside the command (clustercheck.probe.inline_command) and runs with
 the node's own interpreter (python= in the inventory, --python, else python3), through
@@ -22,6 +22,13 @@ PROBE_FILE = "env_probe.py"
 PROBE_SCHEMA = 1
 DEFAULT_PYTHON = "python3"
 PEERS_PER_NODE = 2   # each node resolves and routes to this many others (the next ones in the list)
+
+
+@dataclass
+class ProbeOptions:
+    timeout_s: float = 60.0
+    workdir: Optional[str] = None      # checked to exist, free disk measured
+    deep: bool = False                 # import torch and deepspeed too
 
 
 @dataclass
@@ -109,16 +116,16 @@ def interpret(node: Node, result: NodeResult, sent: float, answered: float) -> P
     return probed
 
 
-def probe_cluster(cluster: Cluster, nodes: Sequence[Node], timeout_s: float, workdir: Optional[str] = None,
-                  deep: bool = False) -> List[Probed]:
+def probe_cluster(cluster: Cluster, nodes: Sequence[Node], options: Optional[ProbeOptions] = None) -> List[Probed]:
     """Probe every node; unreachable nodes come back with their outcome and no facts."""
+    options = options or ProbeOptions()
     index_of = {node.name: i for i, node in enumerate(nodes)}
     by_name: Dict[str, Probed] = {}
 
     def step(transport: Transport, node: Node) -> NodeResult:
-        command = probe_command(node, peers_of(nodes, index_of[node.name]), workdir, deep)
+        command = probe_command(node, peers_of(nodes, index_of[node.name]), options.workdir, options.deep)
         sent = time.time()
-        result = transport.run(command, timeout_s)
+        result = transport.run(command, options.timeout_s)
         by_name[node.name] = interpret(node, result, sent, time.time())
         return result
 

@@ -1,0 +1,57 @@
+"""The node layer: what every stage knows about every node, gathered once per run.
+
+The env probe runs once per run on every node (probe.py); every stage reads the same
+documents through facts.py, and the judges every stage shares (reach, names, the training
+interface: judges.py) run once, whichever stage first needed the nodes. Stages take node
+facts from here and never from one another.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from clustercheck.fanout import Cluster, FanoutOptions
+from clustercheck.inventory import Node
+from clustercheck.node.judges import judge_nodes
+from clustercheck.node.probe import Probed, ProbeOptions, probe_cluster
+from clustercheck.result import Finding
+
+
+class NodeLayer:
+    """The probed nodes of one run, over one set of connections."""
+
+    def __init__(self, cluster: Cluster, nodes: Sequence[Node]):
+        self.cluster = cluster
+        self.nodes = list(nodes)
+        self._probed: Optional[List[Probed]] = None
+        self._judged = False
+
+    def probed(self, options: Optional[ProbeOptions] = None) -> List[Probed]:
+        """Every node's probe document (or why there is none); probed on the first call only."""
+        if self._probed is None:
+            self._probed = probe_cluster(self.cluster, self.nodes, options or ProbeOptions())
+        return self._probed
+
+    @property
+    def known(self) -> Optional[List[Probed]]:
+        """The documents if some stage already has them, else None (nothing is probed)."""
+        return self._probed
+
+    def offer(self, probed: List[Probed]) -> None:
+        """Documents a stage's own node program collected with the same sections (net's listeners):
+        they stand for the probe when nothing was probed yet."""
+        if self._probed is None:
+            self._probed = probed
+
+    def take_findings(self) -> List[Finding]:
+        """The shared judges' findings, the first time they are asked for once documents exist; then []."""
+        if self._probed is None or self._judged:
+            return []
+        self._judged = True
+        return judge_nodes(self._probed)
+
+
+def probe_nodes(nodes: Sequence[Node], fanout: FanoutOptions, options: Optional[ProbeOptions] = None) -> List[Probed]:
+    """The probe alone, for commands that only need node facts (plan)."""
+    with Cluster(nodes, fanout) as cluster:
+        return NodeLayer(cluster, nodes).probed(options)

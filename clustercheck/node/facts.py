@@ -1,0 +1,94 @@
+"""Facts every stage reads from a node's probe document: packages, GPUs, names, the training interface.
+
+Pure functions over the document: no I/O. A fact the probe could not collect is None,
+never a guess.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+NOT_INSTALLED = "not installed"
+
+
+def get(doc: Optional[Dict], *path: Any, default: Any = None) -> Any:
+    value: Any = doc
+    for key in path:
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, list) and isinstance(key, int) and -len(value) <= key < len(value):
+            value = value[key]
+        else:
+            return default
+        if value is None:
+            return default
+    return value
+
+
+def gib(num_bytes: Optional[float]) -> Optional[str]:
+    if num_bytes is None:
+        return None
+    value = num_bytes / 2 ** 30
+    if value >= 10:
+        return f"{value:.0f} GiB"
+    return f"{value:.1f} GiB" if value >= 0.1 else f"{num_bytes / 2 ** 20:.0f} MiB"
+
+
+def gpus(doc: Dict) -> List[Dict]:
+    return get(doc, "gpu", "gpus", default=[]) or []
+
+
+def gpu_count(doc: Dict) -> Optional[int]:
+    if get(doc, "gpu") is None:
+        return None
+    return len(gpus(doc))
+
+
+def package(doc: Dict, name: str) -> Optional[str]:
+    versions = get(doc, "packages", "versions")
+    if versions is None:
+        return None
+    return versions.get(name) or NOT_INSTALLED
+
+
+def is_loopback(address: str) -> bool:
+    return address.startswith("127.") or address == "::1"
+
+
+# ---- the training interface --------------------------------------------------------
+def _plain_ifname(value: Optional[str]) -> Optional[str]:
+    """An NCCL/GLOO_SOCKET_IFNAME value naming one interface (not ^exclusions, not lists)."""
+    if not value or value.startswith(("^", "=")) or "," in value:
+        return None
+    return value
+
+
+def interface_matching(interfaces: Dict[str, Dict], wanted: str) -> Optional[str]:
+    """NCCL reads IFNAME as a prefix ("eth" matches eth0) unless it starts with '='."""
+    if wanted in interfaces:
+        return wanted
+    hits = sorted(name for name in interfaces if name.startswith(wanted))
+    return hits[0] if hits else None
+
+
+def training_interface(doc: Dict, inventory_ifname: Optional[str]) -> Tuple[Optional[str], str]:
+    """(interface, how it was chosen): the inventory's ifname=, the node's *_SOCKET_IFNAME,
+    the route to the other nodes, or the interface holding the node's own address."""
+    interfaces = get(doc, "net", "interfaces", default={}) or {}
+    if inventory_ifname:
+        return inventory_ifname, "ifname= in the nodes file"
+    for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        wanted = _plain_ifname(get(doc, "env", var))
+        if wanted and interface_matching(interfaces, wanted):  # a missing one is reported by its own rule
+            return interface_matching(interfaces, wanted), var
+    routed = [p.get("ifname") for p in (get(doc, "net", "peers", default={}) or {}).values() if p.get("ifname")]
+    routed = [name for name in routed if name != "lo"]
+    if routed:
+        return max(set(routed), key=routed.count), "route to the other nodes"
+    own = set()
+    for entry in (get(doc, "host", "resolves", default={}) or {}).values():
+        own.update(a for a in entry.get("addresses", []) if not is_loopback(a))
+    for name, facts in interfaces.items():
+        if any(a.split("/")[0] in own for a in facts.get("ipv4", []) + facts.get("ipv6", [])):
+            return name, "address of the node's own name"
+    return None, "no route to the other nodes found"

@@ -1,0 +1,122 @@
+"""Fan-out and connection settings that need no sandbox: a failing worker never hangs the run,
+a failure on one node is that node's outcome, and --connect-timeout beats ssh_config."""
+
+import socket
+import threading
+import time
+
+import paramiko
+import pytest
+
+from clustercheck.fanout import Cluster, parallel_map
+from clustercheck.inventory import Node
+from clustercheck.net.gather import NetOptions, gather_net
+from clustercheck.options import ClusterOptions
+from clustercheck.transport.base import Outcome, TransportError
+from clustercheck.transport.local import LocalTransport
+from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings, resolve
+
+
+def finishes(func, within_s=20.0):
+    """(finished, what func returned or raised): a hang is reported, not waited for."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = func()
+        except BaseException as exc:  # noqa: B036
+            box["error"] = exc
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(within_s)
+    return not thread.is_alive(), box
+
+
+def test_a_raising_function_on_more_items_than_workers_ends_and_raises_the_first_error():
+    tried = []
+
+    def boom(item):
+        tried.append(item)
+        raise ValueError(f"item {item}")
+
+    finished, box = finishes(lambda: parallel_map(boom, list(range(10)), 4))
+    assert finished, "parallel_map hung after its workers raised"
+    assert isinstance(box.get("error"), ValueError) and str(box["error"]) == "item 0"
+    assert sorted(tried) == list(range(10))   # every item was tried, whatever the others raised
+
+
+def test_results_keep_input_order_when_some_items_raise_and_others_do_not():
+    def half(item):
+        if item % 2:
+            raise KeyError(item)
+        time.sleep(0.01 * (10 - item))
+        return item * 10
+
+    finished, box = finishes(lambda: parallel_map(half, list(range(10)), 3))
+    assert finished and isinstance(box["error"], KeyError) and box["error"].args == (1,)
+    assert parallel_map(lambda i: i * 10, list(range(10)), 3) == [i * 10 for i in range(10)]
+
+
+def test_any_failure_in_a_step_is_that_nodes_outcome_and_the_others_finish():
+    nodes = [Node("localhost"), Node("127.0.0.1")]
+
+    def step(transport, node):
+        if node.name == "127.0.0.1":
+            raise RuntimeError("a bug in a step")
+        return transport.run("echo fine", 10)
+
+    with Cluster(nodes) as cluster:
+        finished, box = finishes(lambda: cluster.each(step))
+    assert finished
+    first, second = box["value"]
+    assert first.ok and first.stdout.strip() == "fine"
+    assert second.outcome is Outcome.TOOL_ERROR and second.detail == "RuntimeError: a bug in a step"
+    assert second.outcome.exit_code == 3 and not second.outcome.reached   # could not check: never OK
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DropsOnSSHCheck(LocalTransport):
+    """The local machine, except that the connection drops when the node-to-node SSH check runs."""
+
+    def run(self, command, timeout_s):
+        if " ssh --hosts " in command:
+            raise TransportError(Outcome.SSH_ERROR, f"{self.name}: connection lost (node down or sshd killed)")
+        return super().run(command, timeout_s)
+
+
+def test_a_connection_dropped_during_net_node_ssh_is_a_result_not_a_traceback():
+    nodes = [Node("localhost"), Node("127.0.0.1")]
+    with Cluster(nodes) as cluster:
+        cluster.transports["localhost"] = DropsOnSSHCheck("localhost")
+        facts = gather_net(cluster, nodes, NetOptions(master_port=free_port(), samples=1, attempt_timeout_s=1.0,
+                                                      node_ssh=True))
+    assert facts.node_ssh["from"] == "localhost"
+    assert "connection lost" in facts.node_ssh["error"]
+
+
+def config(text, tmp_path):
+    path = tmp_path / "ssh_config"
+    path.write_text(text)
+    return paramiko.SSHConfig.from_path(str(path))
+
+
+@pytest.mark.parametrize("given, in_config, expected", [
+    (3.0, "ConnectTimeout 30", 3.0),                  # the command line wins, as OpenSSH's -o does
+    (None, "ConnectTimeout 30", 30.0),                # else the config
+    (None, "", DEFAULT_CONNECT_TIMEOUT_S),            # else the default
+    (45.0, "", 45.0),
+])
+def test_connect_timeout_on_the_command_line_beats_ssh_config(tmp_path, given, in_config, expected):
+    cfg = config(f"Host node*\n  HostName 10.9.9.9\n  {in_config}\n", tmp_path)
+    target = resolve(cfg, "node1", SSHSettings(connect_timeout_s=given))
+    assert target.connect_timeout_s == expected
+
+
+def test_connect_timeout_flag_reaches_the_ssh_settings():
+    assert ClusterOptions(connect_timeout_s=3.0).fanout_options().ssh.connect_timeout_s == 3.0
+    assert ClusterOptions().fanout_options().ssh.connect_timeout_s is None   # not given: the config decides

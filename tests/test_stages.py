@@ -1,0 +1,178 @@
+"""The stage shape: one runner over stages it knows only through their interface, each stage's own
+skip rule, reproduce-with commands derived from the options given, and the layout rules
+(no stage imports another, small modules, thin commands)."""
+
+import ast
+import os
+import shlex
+
+import pytest
+
+from clustercheck.bench import BenchStage
+from clustercheck.bench.gather import BenchFacts, BenchOptions
+from clustercheck.cli import cli
+from clustercheck.fanout import FanoutOptions
+from clustercheck.inventory import Node
+from clustercheck.launch import LaunchResult, NodeRun
+from clustercheck.node.probe import ProbeOptions
+from clustercheck.options import ClusterOptions, from_params, to_args
+from clustercheck.preflight import PreflightOptions, preflight_stages
+from clustercheck.result import Finding, Status
+from clustercheck.smoke import SmokeStage
+from clustercheck.smoke.gather import SmokeOptions
+from clustercheck.stage import Stage, StageResult, run_stages
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "clustercheck")
+STAGE_PACKAGES = ("env", "net", "bench", "smoke")
+
+
+class Probing(Stage):
+    """A stage that needs the nodes' documents, fails, and stops every later stage that launches ranks."""
+
+    name = "probing"
+
+    def gather(self, layer):
+        return layer.probed(ProbeOptions(timeout_s=30))
+
+    def judge(self, facts):
+        return [Finding("probing.done", Status.FAIL, f"probed {len(facts)} node(s)")]
+
+    def blocks(self, result, later):
+        return "probing failed" if later.launches_ranks else ""
+
+
+class Launching(Stage):
+    name = "launching"
+    launches_ranks = True
+    gathered = False
+
+    def gather(self, layer):
+        Launching.gathered = True
+        return layer.probed()
+
+    def judge(self, facts):
+        return []
+
+
+class Listening(Probing):
+    """Needs the nodes too, but launches nothing: not stopped by Probing."""
+
+    name = "listening"
+
+    def judge(self, facts):
+        return [Finding("listening.done", Status.OK, "fine")]
+
+
+def test_the_runner_runs_new_stages_skips_by_their_rules_and_judges_the_nodes_once():
+    stages = [Probing(None), Launching(None), Listening(None)]
+    run = run_stages(stages, [Node("localhost")], FanoutOptions())
+    probing, launching, listening = run.stages
+    assert probing.ran and launching.skipped == "probing failed" and not Launching.gathered
+    assert listening.ran and [f.check for f in listening.findings] == ["listening.done"]
+    shared = [f.check for f in probing.findings if f.check != "probing.done"]
+    assert "reach" in shared and "hostname.unique" in shared        # the node layer's judges, once, first stage
+    assert run.exit_code == 2
+
+
+def launch(name, exit_codes):
+    return LaunchResult(name, {node: NodeRun(node, exit_code=code) for node, code in exit_codes.items()}, 1.0, {})
+
+
+def bench_result(launches):
+    facts = BenchFacts([Node("a"), Node("b")], [], stages=launches)
+    return StageResult("bench", facts=facts)
+
+
+def test_failed_pairwise_ranks_skip_smoke_and_a_clean_bench_does_not():
+    bench, smoke = BenchStage(BenchOptions()), SmokeStage(SmokeOptions())
+    clean = bench_result([launch("sweep", {"a": 0, "b": 0}), launch("pairwise", {"a": 0, "b": 0})])
+    assert bench.blocks(clean, smoke) == ""
+    broken = bench_result([launch("sweep", {"a": 0, "b": 0}), launch("pairwise", {"a": 0, "b": 1})])
+    assert bench.blocks(broken, smoke) == "the bench's ranks failed: the pairwise launch on b"
+    hung = bench_result([launch("sweep", {"a": None, "b": 0})])
+    assert bench.blocks(hung, smoke) == "the bench's ranks failed: the sweep launch on a"
+
+
+def parse_back(command):
+    """The options the single command would run with, parsed by its own command line."""
+    words = shlex.split(command)
+    assert words[0] == "clustercheck"
+    sub = cli.commands[words[1]]
+    ctx = sub.make_context(words[1], words[2:])
+    return ctx.params
+
+
+def test_reproduce_with_commands_carry_every_option_given_and_parse_back_to_the_same_options(tmp_path):
+    thresholds = tmp_path / "cc.toml"
+    thresholds.write_text("[env]\nnofile_min = 1024\n")
+    options = PreflightOptions(workdir="/scratch/run", config_path=str(thresholds), master_port=29555,
+                               attempt_timeout_s=2.0, bench_max_bytes=4 * 2 ** 20, pairwise=False, smoke_mode="zero2",
+                               smoke_steps=12, timeout_s=120.0)
+    cluster = ClusterOptions(nodes_file="nodes.txt", ssh_config="ssh cfg", python_path="/opt/py", fanout=16,
+                             connect_timeout_s=3.0, known_hosts=("kh1", "kh2"), accept_new_hostkeys=True)
+    for stage in preflight_stages(options):
+        command = stage.command(to_args(cluster))
+        for flag in ("--connect-timeout 3", "--fanout 16", "--python /opt/py", "--accept-new-hostkeys",
+                     "--known-hosts kh1 --known-hosts kh2", "-F 'ssh cfg'"):
+            assert flag in command, (flag, command)
+        params = parse_back(command)
+        assert from_params(ClusterOptions, params) == cluster
+        assert from_params(type(stage.options), params) == stage.options, command
+    commands = {s.name: s.command([]) for s in preflight_stages(options)}
+    assert "--workdir /scratch/run" in commands["env"] and f"--config {thresholds}" in commands["env"]
+    assert "--timeout 120" in commands["bench"] and "--timeout 120" in commands["smoke"]
+    assert "-e 4M" in commands["bench"] and "--pairwise" not in commands["bench"]
+
+
+# ---- the layout the code keeps ---------------------------------------------------------------
+def modules():
+    for folder, _, files in os.walk(ROOT):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                yield os.path.relpath(path, ROOT), path
+
+
+def imported(path):
+    tree = ast.parse(open(path).read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+
+
+@pytest.mark.parametrize("stage", STAGE_PACKAGES)
+def test_a_stage_imports_no_other_stage(stage):
+    others = {f"clustercheck.{s}" for s in STAGE_PACKAGES if s != stage}
+    for rel, path in modules():
+        if rel.startswith(stage + os.sep):
+            for module, names in imported(path):
+                targets = {module} | {f"{module}.{n}" for n in names}
+                assert not any(t == o or t.startswith(o + ".") for t in targets for o in others), (rel, module)
+
+
+def test_no_module_is_over_400_lines():
+    long = {rel: sum(1 for _ in open(path)) for rel, path in modules()}
+    assert {rel: n for rel, n in long.items() if n > 400} == {}
+
+
+def test_every_command_body_is_at_most_15_lines():
+    commands = os.path.join(ROOT, "commands")
+    for name in os.listdir(commands):
+        if not name.endswith(".py"):
+            continue
+        tree = ast.parse(open(os.path.join(commands, name)).read())
+        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.decorator_list]:
+            body = func.body[1:] if ast.get_docstring(func) else func.body
+            if not body:   # a click group: its docstring is all it has
+                continue
+            lines = body[-1].end_lineno - body[0].lineno + 1
+            assert lines <= 15, f"{name}:{func.name} has {lines} lines of body"
+
+
+def test_the_runner_names_no_stage():
+    source = open(os.path.join(ROOT, "stage.py")).read()
+    for stage in STAGE_PACKAGES:
+        assert f'"{stage}"' not in source and f"'{stage}'" not in source
