@@ -1,3 +1,16 @@
-from clustercheck.cli import main
+import sys
 
-main()
+from clustercheck.errors import EXIT_INTERRUPTED
+
+
+def run() -> None:
+    """The `clustercheck` command: a Ctrl-C while the modules load is an interruption, not a traceback."""
+    try:
+        from clustercheck.cli import main
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import sys
 
 import click
 
-from clustercheck import __version__
+from clustercheck import __version__, interrupt
 from clustercheck.commands.bench import bench
 from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
@@ -44,6 +46,8 @@ cli.add_command(smoke)
 
 
 def main(argv=None) -> None:
+    interrupt.install()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # kill -USR1 <pid>: where every thread is
     try:
         cli.main(args=argv, prog_name="clustercheck", standalone_mode=False)
     except InputError as exc:

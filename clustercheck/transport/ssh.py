@@ -7,6 +7,7 @@ peer); commands run under the guard (guard.py) so they die with the channel.
 from __future__ import annotations
 
 import errno
+import logging
 import select
 import shlex
 import socket
@@ -29,6 +30,10 @@ from clustercheck.transport.base import (
 )
 from clustercheck.transport.guard import guarded
 from clustercheck.transport.hostkeys import KnownHosts, Policy, UnknownHostKey
+
+# Every paramiko failure is classified into an Outcome here; its own log lines (a transport thread's
+# "Error reading SSH protocol banner" when Ctrl-C closes a half-open socket) would only be noise.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class SSHContext:

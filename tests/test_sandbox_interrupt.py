@@ -1,0 +1,66 @@
+"""Ctrl-C at random moments: `run`, `bench` and `smoke` interrupted many times on the sandbox, from
+the first milliseconds (connecting, probing) to deep in a run (torchrun up, collectives, training
+steps). Each must exit within 5 s, and nothing of the tool may be left on any node."""
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import leftover
+
+pytestmark = pytest.mark.sandbox
+
+EXIT_WITHIN_S = 5.0
+# Everything the tool starts on a node (the sandbox's nodes share this host's process table).
+REMOTE = ("clustercheck-guard", "env_probe", "net_probe", "torch.distributed.run", "clustercheck_bench_worker",
+          "entry.py --mode")
+
+
+def interrupt_at_random(args, rng, latest_s, marker=None):
+    """Start the tool, SIGINT it after a random delay; returns (exit code, seconds from SIGINT to exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "clustercheck", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(rng.uniform(0.0, latest_s))
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)   # the tool dumps every thread's stack to stderr
+        time.sleep(1)
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"{args[0]} did not exit 30 s after SIGINT:\n{err[-8000:]}")
+    return proc.returncode, time.monotonic() - sent, err
+
+
+def nothing_left(patterns, within_s=4.0):
+    """No remote process of the tool, allowing the guards their TERM-then-KILL second."""
+    deadline = time.monotonic() + within_s
+    while any(leftover(p) for p in patterns) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {p: leftover(p) for p in patterns if leftover(p)}
+
+
+@pytest.mark.parametrize("command, times, latest_s", [
+    ("run", 12, 1.5),
+    ("bench", 5, 8.0),
+    ("smoke", 5, 10.0),
+])
+def test_ctrl_c_at_random_moments_exits_within_seconds_and_leaves_nothing(box, command, times, latest_s):
+    rng = random.Random(f"{command}-{times}")   # the same moments every run, many of them
+    common = [box.nodes_file, "-F", box.ssh_config, "--python", sys.executable]
+    for i in range(times):
+        marker = f"sleep 701.{i:02d}"
+        args = {"run": ["run", *common, "--timeout", "300", "--", marker],
+                "bench": ["bench", *common, "-e", "64M", "--pairwise", "--timeout", "300"],
+                "smoke": ["smoke", *common, "--steps", "200", "--timeout", "300"]}[command]
+        code, took, err = interrupt_at_random(args, rng, latest_s)
+        assert code in (130, -signal.SIGINT), (i, code, err[-2000:])   # -2: stopped before Python's handler
+        assert took < EXIT_WITHIN_S, (i, took, err[-2000:])
+        patterns = REMOTE + ((f"^{marker}",) if command == "run" else ())
+        assert nothing_left(patterns) == {}, (i, err[-2000:])
