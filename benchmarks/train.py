@@ -1,12 +1,16 @@
-"""The reference trainer's overhead, and `clustercheck smoke` end to end.
+"""The reference trainer's overhead, the cost of smoke's verdict, and `clustercheck smoke` end to end.
 
-    python benchmarks/train.py                 # step times only (no root needed)
+    python benchmarks/train.py                 # step times and the verdict's cost (no root needed)
     sudo python benchmarks/train.py --smoke    # also smoke zero2 on a 2-node sandbox "btrn"
 
 1. The tiny preset's step time in reference_train (mode ddp, one process under torchrun,
    its own training-loop timer) against a bare PyTorch loop over the same model, data,
    batch and optimizer in this process, in the same run (target, issue 6: at most 1.10x).
-2. `clustercheck smoke --mode zero2` on 2 sandbox nodes, start to verdict (target: under
+2. The verdict's extra work (issue 12: at most 1.3x): what smoke runs to judge (the run with
+   its single-process reference curve and a checkpoint, then the resume in fresh processes)
+   against a bare torchrun of the same trainer, steps and ranks (2 local ranks, Gloo), wall
+   time of the torchrun processes, in the same run.
+3. `clustercheck smoke --mode zero2` on 2 sandbox nodes, start to verdict (target: under
    90 s on this 2-core machine; DeepSpeed's ops must be compiled already, as after the
    tests or one earlier run).
 Medians of --repeat runs.
@@ -48,6 +52,7 @@ def bare_loop_step_s() -> float:
         inputs, targets = torch.stack([x for x, _ in pairs]), torch.stack([y for _, y in pairs])
         loss = model(inputs, targets)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # as the trainer does in every mode
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         loss.item()
@@ -64,6 +69,29 @@ def trainer_step_s() -> float:
     if not summary:
         raise SystemExit(f"the trainer failed: {proc.stderr[-800:]}")
     return summary[0]["elapsed_s"] / STEPS
+
+
+def torchrun_s(work: str, mode: str, steps: int, *args: str) -> float:
+    """Wall time of one torchrun of the trainer with 2 local ranks."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           os.path.join(HERE, "..", "reference_train", "train.py"), "--mode", mode,
+                           "--steps", str(steps), "--log-every", "3", *args],
+                          capture_output=True, text=True, cwd=work, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if proc.returncode != 0:
+        raise SystemExit(f"the trainer failed: {proc.stderr[-800:]}")
+    return time.perf_counter() - start
+
+
+def verdict_s(mode: str, steps: int = 30) -> "tuple[float, float]":
+    """(bare torchrun, what smoke runs to judge): smoke's own arguments for the two launches."""
+    from clustercheck.smoke.gather import SmokeOptions, trainer_args
+    options = SmokeOptions(mode=mode, steps=steps)
+    with tempfile.TemporaryDirectory() as work:
+        bare = torchrun_s(work, mode, steps)
+        judged = torchrun_s(work, mode, steps, *trainer_args(options, "ckpt")[6:])
+        judged += torchrun_s(work, mode, steps, *trainer_args(options, "ckpt", resume=True)[6:])
+    return bare, judged
 
 
 def smoke_s() -> float:
@@ -97,6 +125,12 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| bare PyTorch loop, same model and data | {b * 1000:.2f} | 1.00x | |")
     print(f"| reference_train --mode ddp, 1 process under torchrun | {t * 1000:.2f} | {t / b:.2f}x | <= 1.10x |")
+    for mode in ("ddp", "zero2"):
+        pairs = [verdict_s(mode) for _ in range(max(1, args.repeat // 2))]
+        bare_s, judged_s = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+        print(f"| {mode}, 30 steps, 2 ranks: bare torchrun | {bare_s * 1000:.0f} | 1.00x | |")
+        print(f"| {mode}: the verdict's runs (reference, checkpoint; resume in fresh processes) | "
+              f"{judged_s * 1000:.0f} | {judged_s / bare_s:.2f}x | <= 1.3x |")
     if args.smoke:
         walls = [smoke_s() for _ in range(3)]
         print(f"| `clustercheck smoke --mode zero2`, 2 sandbox nodes, start to verdict | "

@@ -44,6 +44,7 @@ class NodeRun:
     exit_code: Optional[int] = None     # None: still running at the deadline (killed then)
     lost: bool = False                  # the connection to the node dropped
     error: str = ""                     # could not start, or the telling line of stderr
+    stderr: str = ""                    # all of it that was kept (its head and its last megabytes)
     stderr_tail: List[str] = field(default_factory=list)
     ended_s: Optional[float] = None     # seconds after launch
     cut_short: bool = False             # stopped by the tool because another node had failed
@@ -162,7 +163,8 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             time.sleep(0.2)
     finally:
         for node_name, handle in handles.items():
-            tail = handle.stop().strip().splitlines()
+            runs[node_name].stderr = handle.stop()
+            tail = runs[node_name].stderr.strip().splitlines()
             runs[node_name].stderr_tail = tail[-40:]
             if runs[node_name].exit_code != 0:
                 runs[node_name].error = runs[node_name].error or telling_line(tail)

@@ -2,6 +2,8 @@
 
 PR_SET_PDEATHSIG makes the kernel kill this rank when its parent (torchrun) dies, so a
 run the tool stops leaves nothing behind even if torchrun is killed before its cleanup.
+torchrun's `record` writes the rank's exception to its error file, so the failure summary
+torchrun prints ("Root Cause") carries the traceback, not only an exit code.
 """
 
 import ctypes
@@ -15,4 +17,14 @@ try:
 except (OSError, AttributeError):
     pass
 sys.argv[0] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train.py")
-runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+def main():
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+try:
+    from torch.distributed.elastic.multiprocessing.errors import record
+except ImportError:   # no torch here: the import error itself is what the log shows
+    record = None
+(record(main) if record else main)()

@@ -12,17 +12,20 @@ Resume from the last checkpoint (same losses as an uninterrupted run):
     torchrun ... reference_train/train.py --mode ddp --steps 100 --save-dir ckpt --save-every 50 --resume
 
 Rank 0 prints one JSON line per log step (step, loss, tokens/s, peak memory) and a final
-"summary" line: first and last loss, whether every rank holds the same weights, whether
-a checkpoint saved and loaded back identical, throughput per rank.
+"summary" line: first and last loss, the first NaN or Inf (step and rank), each rank's
+step time and throughput with its node, the losses next to a single-process reference
+(--reference-steps), and, under DDP, whether every rank holds the same weights. With
+--save-dir it first says whether that directory is shared by the nodes or a disk per node;
+--save-at K saves there (each rank what it owns), and a second run with --resume must
+repeat the losses of the steps after K.
 """
 
 import argparse
 import json
 import os
 import resource
-import shutil
+import socket
 import sys
-import tempfile
 import time
 
 import torch
@@ -30,6 +33,7 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import RankClock, first_nonfinite, gather, reference_losses, storage  # noqa: E402
 from data import ByteWindows, generated_corpus, load_text  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 
@@ -53,9 +57,13 @@ def parse_args(argv=None):
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--save-dir", help="checkpoints go here (step_N/)")
     parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument("--save-at", type=int, default=0, help="save one checkpoint at this step (into --save-dir)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --save-dir")
-    parser.add_argument("--verify-checkpoint", action="store_true",
-                        help="at the end, save, load back and check the weights are identical")
+    parser.add_argument("--clip", type=float, default=1.0, help="gradient norm clipping, every mode (0: none)")
+    parser.add_argument("--reference-steps", type=int, default=0,
+                        help="also compute these first steps' losses in one process, for the same global batch")
+    parser.add_argument("--losses-after", type=int, default=-1,
+                        help="log the loss of every step after this one (the resume check compares them)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # the deepspeed launcher's
     return parser.parse_args(argv)
@@ -87,22 +95,40 @@ def deepspeed_note() -> None:
 
 
 # ---- the model, wrapped for the chosen mode ---------------------------------------------------
-def wrap(args, model, device):
+def learning_rate(args) -> float:
+    """--lr, except on the rank a test names in CLUSTERCHECK_TEST_LR_SCALE=RANK:FACTOR (a broken rank on purpose)."""
+    knob = os.environ.get("CLUSTERCHECK_TEST_LR_SCALE", "")
+    if knob and int(knob.split(":")[0]) == dist.get_rank():
+        return args.lr * float(knob.split(":")[1])
+    return args.lr
+
+
+def poisoned_step() -> int:
+    """The step at which this rank's loss turns NaN: a test-only knob, CLUSTERCHECK_TEST_NAN_AT=STEP:RANK."""
+    knob = os.environ.get("CLUSTERCHECK_TEST_NAN_AT", "")
+    return int(knob.split(":")[0]) if knob and int(knob.split(":")[1]) == dist.get_rank() else -1
+
+
+def wrap(args, model, device, node_local_storage=False):
     """(module to call, optimizer-like object with step/zero_grad, engine or None)."""
+    lr = learning_rate(args)
     if args.mode in DS_CONFIGS:
         import deepspeed
         deepspeed_note()
         with open(os.path.join(HERE, DS_CONFIGS[args.mode])) as handle:
             config = json.load(handle)
         config.update(train_micro_batch_size_per_gpu=args.micro_batch, gradient_accumulation_steps=args.grad_accum,
-                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"})
-        config["optimizer"]["params"]["lr"] = args.lr
+                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"},
+                      gradient_clipping=args.clip,
+                      # a disk per node: every node's local rank 0 writes the model states its ranks read back
+                      checkpoint={"use_node_local_storage": node_local_storage})
+        config["optimizer"]["params"]["lr"] = lr
         client_optimizer = None
         if device.type == "cpu" and args.mode != "zero3-offload":
             # DeepSpeed's AdamW is a CUDA kernel; on CPUs use torch's (offload has its own CPU Adam)
             config.pop("optimizer")
             config["zero_allow_untested_optimizer"] = True
-            client_optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+            client_optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                optimizer=client_optimizer, config=config)
         return engine, engine, engine
@@ -118,7 +144,7 @@ def wrap(args, model, device):
         fully_shard(model, mesh=mesh, mp_policy=policy)
     else:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     return model, optimizer, None
 
 
@@ -144,38 +170,46 @@ def ranks_agree(value: float, device) -> bool:
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
+# Each rank saves and reloads what it owns, so the check needs no filesystem shared by the nodes:
+# DeepSpeed writes its per-rank shards (and, on a disk per node, each node's model states);
+# DDP and FSDP write one file per rank (FSDP's holds that rank's shards).
 def save(args, directory, step, module, optimizer, engine):
     tag = f"step_{step}"
     if engine is not None:
         engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-    # Full (unsharded) state, the same file for DDP and FSDP: gathered to CPU on every rank.
-    model_state, optim_state = get_state_dict(module, optimizer,
-                                              options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if dist.get_rank() == 0:
+    else:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        model_state, optim_state = get_state_dict(module, optimizer)
         os.makedirs(os.path.join(directory, tag), exist_ok=True)
         torch.save({"model": model_state, "optimizer": optim_state, "step": step},
-                   os.path.join(directory, tag, "state.pt"))
-        with open(os.path.join(directory, "latest"), "w") as handle:
-            handle.write(tag)
+                   os.path.join(directory, tag, f"rank_{dist.get_rank()}.pt"))
+        if dist.get_rank() == 0:
+            with open(os.path.join(directory, "latest"), "w") as handle:
+                handle.write(tag)
     dist.barrier()
 
 
 def load(args, directory, module, optimizer, engine) -> int:
-    """Load the latest checkpoint; returns the step it was taken at (0 if there is none)."""
-    latest = os.path.join(directory, "latest")
-    if not os.path.exists(latest):
+    """Load the latest checkpoint; returns the step it was taken at (0 if there is none).
+
+    Rank 0 names it (its node holds `latest`); every rank then reads its own part."""
+    holder = [None]
+    if dist.get_rank() == 0 and os.path.exists(os.path.join(directory, "latest")):
+        with open(os.path.join(directory, "latest")) as handle:
+            holder[0] = handle.read().strip()
+    dist.broadcast_object_list(holder, 0)
+    tag = holder[0]
+    if tag is None:
         return 0
     if engine is not None:
-        _, client_state = engine.load_checkpoint(directory)
+        path, client_state = engine.load_checkpoint(directory, tag=tag)
+        if path is None:
+            raise RuntimeError(f"checkpoint {tag} not found in {directory} on {socket.gethostname()}")
         return int(client_state["step"])
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
-    with open(latest) as handle:
-        tag = handle.read().strip()
-    state = torch.load(os.path.join(directory, tag, "state.pt"), map_location="cpu", weights_only=False)
-    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"],
-                   options=StateDictOptions(full_state_dict=True))
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    state = torch.load(os.path.join(directory, tag, f"rank_{dist.get_rank()}.pt"), map_location="cpu",
+                       weights_only=False)
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     return int(state["step"])
 
 
@@ -183,15 +217,15 @@ def load(args, directory, module, optimizer, engine) -> int:
 _EPOCH_ORDER = {}
 
 
-def batch_for(sampler, dataset, step, micro, args, device):
+def batch_for(sampler, dataset, step, micro, args, device, cache=_EPOCH_ORDER):
     """The micro-batch of a global step: a pure function of the step, so --resume sees the same data."""
     steps_per_epoch = max(1, len(sampler) // (args.micro_batch * args.grad_accum))
     epoch = step // steps_per_epoch
-    if epoch not in _EPOCH_ORDER:   # this rank's share of the epoch's shuffled order, once per epoch
+    if epoch not in cache:   # this rank's share of the epoch's shuffled order, once per epoch
         sampler.set_epoch(epoch)
-        _EPOCH_ORDER.clear()
-        _EPOCH_ORDER[epoch] = list(iter(sampler))
-    order = _EPOCH_ORDER[epoch]
+        cache.clear()
+        cache[epoch] = list(iter(sampler))
+    order = cache[epoch]
     start = ((step % steps_per_epoch) * args.grad_accum + micro) * args.micro_batch
     pairs = [dataset[i] for i in order[start:start + args.micro_batch]]
     return torch.stack([x for x, _ in pairs]).to(device), torch.stack([y for _, y in pairs]).to(device)
@@ -201,6 +235,27 @@ def peak_memory_mb(device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2 ** 20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def global_batch(args, dataset, world):
+    """Every rank's micro-batches of a step, concatenated: what one process would train on."""
+    samplers = [DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=True, seed=args.seed,
+                                   drop_last=True) for r in range(world)]
+
+    def batches(step):
+        parts = [batch_for(sampler, dataset, step, micro, args, torch.device("cpu"), cache={})
+                 for sampler in samplers for micro in range(args.grad_accum)]
+        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+    return batches
+
+
+def loud(rank_bytes: int) -> None:
+    """A test-only knob (CLUSTERCHECK_TEST_STDERR_BYTES): this rank writes that much to stderr, as
+    NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL do on a real cluster."""
+    line = f"[rank{dist.get_rank()}] noise " + "x" * 100 + "\n"
+    for _ in range(rank_bytes // len(line)):
+        sys.stderr.write(line)
+    sys.stderr.flush()
 
 
 def main(argv=None):
@@ -213,44 +268,69 @@ def main(argv=None):
     dataset = ByteWindows(text, model.config.block_size)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
     parameters = sum(p.numel() for p in model.parameters())   # before ZeRO-3 / FSDP shard them
-    module, optimizer, engine = wrap(args, model, device)
+    where = storage(args.save_dir) if args.save_dir else None
+    if where:
+        log(where)
+    module, optimizer, engine = wrap(args, model, device, node_local_storage=bool(where) and where["kind"] != "shared")
     log({"event": "start", "mode": args.mode, "backend": backend, "world": world, "preset": args.preset,
          "parameters": parameters, "steps": args.steps, "device": str(device)})
+    reference = None
+    if args.reference_steps and rank == 0:   # the others wait for it at the first collective
+        reference = reference_losses(lambda: build(args.preset, activation_checkpointing=args.activation_checkpointing),
+                                     args.seed, global_batch(args, dataset, world),
+                                     min(args.reference_steps, args.steps), args.lr, args.clip)
 
     step = load(args, args.save_dir, module, optimizer, engine) if args.resume and args.save_dir else 0
     if step:
         log({"event": "resumed", "step": step})
+    if os.environ.get("CLUSTERCHECK_TEST_STDERR_BYTES"):
+        loud(int(os.environ["CLUSTERCHECK_TEST_STDERR_BYTES"]))
     # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
     use_autocast = device.type == "cuda" and args.precision != "fp32" and args.mode == "ddp"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16,
                               enabled=use_autocast)
     scaler = torch.amp.GradScaler("cuda", enabled=use_autocast and args.precision == "fp16")
-    tokens_per_step = world * args.grad_accum * args.micro_batch * model.config.block_size
-    started, window_start, first_loss, last_loss = time.time(), time.time(), None, None
+    samples_per_step = args.grad_accum * args.micro_batch
+    tokens_per_step = world * samples_per_step * model.config.block_size
+    clock = RankClock(device)
+    nan_at = poisoned_step()
+    started, window_start, first_loss, last_loss, nonfinite, losses = time.time(), time.time(), None, None, None, {}
     while step < args.steps:
         total = torch.zeros((), device=device)
+        step_start = clock.now()
         for micro in range(args.grad_accum):
             inputs, targets = batch_for(sampler, dataset, step, micro, args, device)
-            if engine is not None:   # DeepSpeed scales for accumulation and steps at the boundary itself
-                loss = engine(inputs, targets)
+            forward_start = clock.now()
+            if engine is not None:   # DeepSpeed scales for accumulation, clips and steps at the boundary itself
+                loss = engine(inputs, targets) * (float("nan") if step + 1 == nan_at else 1.0)
+                clock.forwards.append(clock.now() - forward_start)
                 engine.backward(loss)
                 engine.step()
             else:
                 with autocast:
-                    loss = module(inputs, targets)
+                    loss = module(inputs, targets) * (float("nan") if step + 1 == nan_at else 1.0)
+                clock.forwards.append(clock.now() - forward_start)
                 scaler.scale(loss / args.grad_accum).backward()
             total += loss.detach().float() / args.grad_accum
         if engine is None:
+            if args.clip:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(module.parameters(), args.clip)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
+        clock.steps.append(clock.now() - step_start)
         step += 1
+        nonfinite = first_nonfinite(float(total), step, nonfinite)
         logging_step = step % args.log_every == 0 or step == args.steps
-        if first_loss is None or logging_step:   # the mean over ranks costs a collective: only when shown
+        compared = step <= args.reference_steps or step > args.losses_after >= 0
+        if first_loss is None or logging_step or compared:   # the mean over ranks costs a collective
             dist.all_reduce(total)
             mean_loss = total.item() / world
             first_loss = mean_loss if first_loss is None else first_loss
             last_loss = mean_loss
+            if compared:
+                losses[step] = mean_loss
         if logging_step:
             now = time.time()
             steps_done = args.log_every if step % args.log_every == 0 else step % args.log_every
@@ -258,30 +338,22 @@ def main(argv=None):
                  "tokens_per_s": round(tokens_per_step * steps_done / max(now - window_start, 1e-9), 1),
                  "peak_mem_mb": round(peak_memory_mb(device), 1)})
             window_start = now
-        if args.save_dir and args.save_every and step % args.save_every == 0:
+        if args.save_dir and (step == args.save_at or (args.save_every and step % args.save_every == 0)):
             save(args, args.save_dir, step, module, optimizer, engine)
     elapsed = time.time() - started
 
-    checksum = weights_checksum(args, module, engine)
-    agree = ranks_agree(checksum, device)
-    checkpoint_ok = None
-    if args.verify_checkpoint:
-        directory = args.save_dir or (tempfile.mkdtemp(prefix="reference_train.") if rank == 0 else None)
-        holder = [directory]
-        dist.broadcast_object_list(holder, 0)
-        directory = os.path.join(holder[0], "verify")
-        save(args, directory, step, module, optimizer, engine)
-        load(args, directory, module, optimizer, engine)
-        checkpoint_ok = ranks_agree(weights_checksum(args, module, engine), device) and \
-            abs(weights_checksum(args, module, engine) - checksum) <= 1e-9 * max(1.0, abs(checksum))
-        dist.barrier()
-        if rank == 0:
-            shutil.rmtree(directory, ignore_errors=True)
+    agree = ranks_agree(weights_checksum(args, module, engine), device) if args.mode == "ddp" else None
+    found = [(s, value, r) for r, item in enumerate(gather(nonfinite)) if item for s, value in [item]]
+    ranks = gather(clock.stats(samples_per_step, tokens_per_step // world))
     log({"event": "summary", "mode": args.mode, "world": world, "steps": step, "first_loss": first_loss,
-         "last_loss": last_loss, "weights_agree": agree, "checkpoint_ok": checkpoint_ok,
+         "last_loss": last_loss, "weights_agree": agree,
+         "nonfinite": dict(zip(("step", "value", "rank"), min(found))) if found else None,
+         "losses": {str(k): v for k, v in sorted(losses.items())},
+         "reference": reference, "ranks": ranks,
          "tokens_per_s": round(tokens_per_step * args.steps / max(elapsed, 1e-9), 1) if first_loss else None,
          "tokens_per_s_per_rank": round(tokens_per_step * args.steps / max(elapsed, 1e-9) / world, 1)
-         if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3)})
+         if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3),
+         "node": socket.gethostname()})
     dist.barrier()
     dist.destroy_process_group()
 

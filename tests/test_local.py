@@ -44,3 +44,19 @@ def test_run_without_a_nodes_file_uses_this_machine():
     failing = clustercheck("run", "--", "exit 4")
     assert failing.returncode == EXIT_FAIL
     assert "command failed: localhost: exit code 4" in failing.stdout
+
+
+def test_a_loud_command_never_blocks_on_its_stderr_while_stdout_is_followed():
+    """A rank that writes megabytes to stderr (NCCL_DEBUG, TORCH_DISTRIBUTED_DEBUG) keeps running:
+    the pipe is drained whatever the caller reads, and the tail of stderr is kept."""
+    node = LocalTransport()
+    loud = ("python3 -c \"import sys; [sys.stderr.write('noise %06d ' % i + 'x' * 90 + chr(10)) for i in "
+            "range(30000)]; sys.stderr.write('the telling last line' + chr(10)); print('done', flush=True)\"")
+    running = node.start(loud)
+    try:
+        assert running.readline(30) == "done"   # 3 MB of stderr first: a pipe read only for stdout blocks at 64 KiB
+        assert running.wait(10) == 0
+        err = running.stop()
+        assert err.rstrip().endswith("the telling last line") and err.startswith("noise 000000")
+    finally:
+        node.close()

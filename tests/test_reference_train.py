@@ -30,9 +30,22 @@ def test_resume_reproduces_the_losses_of_an_uninterrupted_run(tmp_path):
     assert all(abs(first[s] - whole[s]) < 1e-6 for s in first)
 
 
-def test_summary_reports_agreement_checkpoint_and_throughput(tmp_path):
-    _, events = losses(tmp_path, "fsdp", "--mode", "fsdp", "--steps", "20", "--verify-checkpoint")
+def test_summary_reports_reference_nan_free_losses_and_every_ranks_throughput(tmp_path):
+    _, events = losses(tmp_path, "fsdp", "--mode", "fsdp", "--steps", "20", "--reference-steps", "6")
     [summary] = [e for e in events if e["event"] == "summary"]
-    assert summary["weights_agree"] and summary["checkpoint_ok"]
+    assert summary["nonfinite"] is None and summary["weights_agree"] is None   # sharded: agreement is no proof
+    assert len(summary["reference"]) == 6
+    for step, ref in enumerate(summary["reference"], 1):
+        assert abs(summary["losses"][str(step)] - ref) < 1e-4 * ref, (step, summary["losses"], summary["reference"])
     assert summary["last_loss"] < 0.8 * summary["first_loss"]
-    assert summary["tokens_per_s_per_rank"] > 0
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1] and all(r["tokens_per_s"] > 0 for r in summary["ranks"])
+
+
+def test_a_rank_with_another_learning_rate_departs_from_the_reference(tmp_path):
+    env = dict(os.environ, CLUSTERCHECK_TEST_LR_SCALE="1:1.5")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           TRAIN, "--mode", "fsdp", "--steps", "6", "--reference-steps", "6"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    [summary] = [json.loads(line) for line in proc.stdout.splitlines() if '"summary"' in line]
+    worst = max(abs(summary["losses"][str(s)] - ref) / ref for s, ref in enumerate(summary["reference"], 1))
+    assert worst > 1e-3, worst

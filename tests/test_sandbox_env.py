@@ -95,3 +95,21 @@ def test_bad_config_is_bad_input_and_contacts_nobody(box, tmp_path):
     proc = env(box, "--config", str(config))
     assert proc.returncode == EXIT_BAD_INPUT
     assert f"{config}:2: shm_min_gib must be a number: \"'lots'\"" in proc.stderr
+
+
+def test_shared_dir_is_shared_node_local_or_shared_by_some_nodes_only(box, tmp_path):
+    """/tmp is a disk per node; a host directory is one filesystem for all; one node mounting
+    something else at that path is named."""
+    common = os.path.join(box.dir, f"common-{os.getpid()}")   # not under /tmp: each node has its own
+    os.makedirs(common, exist_ok=True)
+    local = env(box, "--shared-dir", "/tmp", "-v")
+    assert "OK    /tmp: a disk per node" in local.stdout, local.stdout
+    shared = env(box, "--shared-dir", str(common), "-v")
+    assert f"OK    {common}: shared by every node" in shared.stdout, shared.stdout
+    odd = box.nodes[2].name
+    other = os.path.join(box.dir, f"other-{os.getpid()}")
+    os.makedirs(other, exist_ok=True)
+    faults.bind(box, odd, other, common)
+    mixed = env(box, "--shared-dir", str(common))
+    assert mixed.returncode == EXIT_FAIL
+    assert f"FAIL  {common} is shared by some nodes only" in mixed.stdout and f"{odd}: do not" in mixed.stdout

@@ -84,6 +84,12 @@ def test_a_drifted_package_is_the_first_finding_and_diff_shows_exactly_it(box, t
     assert [line for line in lines if line.startswith("new ")] == [
         f"new FAIL: [env] deepspeed is not installed on {victim}"]
     assert "Verdict: WORSE" in diff.stdout
+    # The same comparison inside preflight, on the screen and in --json.
+    again, _, _ = preflight(box, tmp_path, "again", "--only", "env", "--baseline", clean_path)
+    assert again.returncode == EXIT_FAIL and f"new FAIL: [env] deepspeed is not installed on {victim}" in again.stdout
+    as_json, _, _ = preflight(box, tmp_path, "json", "--only", "env", "--baseline", clean_path, "--json")
+    changes = json.loads(as_json.stdout)["changes"]
+    assert changes["worse"] and [f["check"] for f in changes["new_findings"]] == ["same.deepspeed"]
 
 
 def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):

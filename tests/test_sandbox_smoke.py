@@ -1,9 +1,13 @@
-"""`clustercheck smoke` against the sandbox: the reference trainer under real torchrun on two
-nodes (Gloo), DeepSpeed ZeRO on CPU, a node killed mid-run, a node without deepspeed."""
+"""`clustercheck smoke` against the sandbox, as hostile as a real cluster: two nodes with node-local
+/tmp (run and checkpoint directories on a disk per node), two ranks per node, loud ranks
+(TORCH_DISTRIBUTED_DEBUG=DETAIL, TORCH_CPP_LOG_LEVEL=INFO and 1 MB of stderr each). Real torchrun,
+Gloo and DeepSpeed ZeRO on CPU; a node without deepspeed, a rank killed by SIGKILL, a rank with
+another learning rate, a node killed mid-run."""
 
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,44 +20,119 @@ from tests.conftest import gone, leftover
 
 pytestmark = pytest.mark.sandbox
 RANKS = "entry.py --mode"
+LOUD = ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "TORCH_CPP_LOG_LEVEL=INFO", "CLUSTERCHECK_TEST_STDERR_BYTES=1000000")
+# torch 2.13's DDP segfaults while it is built under DETAIL (a torch bug the sandbox found; smoke names it,
+# see the test below): DDP runs as loud as it can, at INFO.
+LOUD_DDP = ("TORCH_DISTRIBUTED_DEBUG=INFO",) + LOUD[1:]
 
 
 def smoke_argv(box, tmp_path, *args):
     nodes = tmp_path / "nodes.txt"
     nodes.write_text("\n".join(node.name for node in box.nodes[:2]) + "\n")
     return [sys.executable, "-m", "clustercheck", "smoke", str(nodes), "-F", box.ssh_config,
-            "--python", sys.executable, "--json", "--timeout", "400", *args]
+            "--python", sys.executable, "--nproc-per-node", "2", "--json", "--timeout", "400", *args]
 
 
 def run_smoke(box, tmp_path, *args):
     proc = subprocess.run(smoke_argv(box, tmp_path, *args), capture_output=True, text=True, timeout=600)
-    assert proc.stdout.strip(), proc.stderr
+    assert proc.stdout.strip(), proc.stderr[-3000:]
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-@pytest.mark.parametrize("mode", ["ddp", "zero2", "zero3"])
-def test_smoke_passes_on_two_nodes(box, tmp_path, mode):
-    code, doc, progress = run_smoke(box, tmp_path, "--mode", mode, "--steps", "30")
-    assert code == EXIT_OK, [f for f in doc["findings"] if f["status"] != "OK"]
-    summary = doc["summary"]
-    assert summary["world"] == 2 and summary["mode"] == mode
-    assert summary["last_loss"] < 0.8 * summary["first_loss"]
-    assert summary["weights_agree"] is True and summary["checkpoint_ok"] is True
-    assert any(f["check"] == "smoke.throughput" and "tokens/s per rank" in f["summary"] for f in doc["findings"])
-    assert "[smoke] step 30: loss" in progress      # rank 0's progress streamed while it ran
-    assert gone(RANKS)
+def set_env(box, *assignments):
+    """Every session on the two nodes gets these (sshd's SetEnv), as a login profile would."""
+    for node in box.nodes[:2]:
+        for assignment in assignments:
+            faults.set_env(box, node.name, assignment)
+
+
+def problems(doc):
+    return [f for f in doc["findings"] if f["status"] != "OK"]
+
+
+def test_every_mode_passes_with_node_local_disks_two_ranks_per_node_and_loud_ranks(box, tmp_path):
+    failed = {}
+    for mode in ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp"):
+        if mode in ("ddp", "zero1"):   # zero1 is the first mode run under DETAIL
+            faults.clear_all(box)
+            set_env(box, *(LOUD_DDP if mode == "ddp" else LOUD))
+        code, doc, progress = run_smoke(box, tmp_path, "--mode", mode, "--steps", "20")
+        if code != EXIT_OK:
+            failed[mode] = problems(doc)
+            continue
+        found = {f["check"]: f for f in doc["findings"]}
+        assert doc["summary"]["world"] == 4 and doc["summary"]["mode"] == mode
+        assert "a disk per node" in found["smoke.storage"]["summary"], found["smoke.storage"]
+        assert found["smoke.reference"]["status"] == "OK" and found["smoke.checkpoint"]["status"] == "OK"
+        assert "in fresh processes" in found["smoke.checkpoint"]["summary"]
+        assert len({r["node"] for r in doc["summary"]["ranks"]}) == 2   # throughput per rank, with its node
+        assert "[smoke] step 20: loss" in progress
+        assert gone(RANKS)
+    assert failed == {}
+
+
+def test_ddp_crashing_under_torch_distributed_debug_detail_is_named_with_the_setting(box, tmp_path):
+    set_env(box, "TORCH_DISTRIBUTED_DEBUG=DETAIL")
+    code, doc, _ = run_smoke(box, tmp_path, "--mode", "ddp", "--steps", "10")
+    assert code == EXIT_FAIL
+    [finding] = [f for f in doc["findings"] if f["status"] == "FAIL"]
+    assert finding["check"] == "smoke.crashed" and "SIGSEGV" in " ".join(finding["evidence"]), finding
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL is set on" in finding["remedy"]
+
+
+@pytest.mark.parametrize("mode", ["zero2", "fsdp"])
+def test_a_rank_with_another_learning_rate_fails_even_where_weights_agree_by_construction(box, tmp_path, mode):
+    set_env(box, "CLUSTERCHECK_TEST_LR_SCALE=2:1.5")   # rank 2: the first rank of the second node
+    code, doc, _ = run_smoke(box, tmp_path, "--mode", mode, "--steps", "12")
+    assert code == EXIT_FAIL
+    assert "smoke.reference" in [f["check"] for f in problems(doc)], problems(doc)
 
 
 def test_a_node_without_deepspeed_is_an_import_failure_naming_it(box, tmp_path):
+    set_env(box, *LOUD)
     victim = box.nodes[1].name
     site = os.path.dirname(os.path.dirname(importlib.util.find_spec("deepspeed").origin))
     faults.hide_python_packages(box, victim, site, ["deepspeed"])
     code, doc, _ = run_smoke(box, tmp_path, "--mode", "zero2", "--steps", "10")
     assert code == EXIT_FAIL
     [finding] = [f for f in doc["findings"] if f["status"] == "FAIL"]
-    assert finding["check"] == "smoke.import" and finding["nodes"] == [victim]
+    assert finding["check"] == "smoke.import" and finding["nodes"] == [victim], finding
     assert "No module named 'deepspeed'" in " ".join(finding["evidence"])
     assert gone(RANKS)
+
+
+def rank_on(node_name):
+    """(pid, rank) of a training rank of that node, from the processes' environments."""
+    for pid in subprocess.run(["pgrep", "-f", RANKS], capture_output=True, text=True).stdout.split():
+        try:
+            env = dict(item.split("=", 1) for item in open(f"/proc/{pid}/environ").read().split("\0") if "=" in item)
+        except OSError:
+            continue
+        if env.get("CLUSTERCHECK_NODE") == node_name and "RANK" in env and "LOCAL_RANK" in env:
+            return int(pid), int(env["RANK"])
+    return None, None
+
+
+def test_a_rank_killed_by_sigkill_names_the_node_the_rank_and_the_signal(box, tmp_path):
+    victim = box.nodes[1].name
+    proc = subprocess.Popen(smoke_argv(box, tmp_path, "--mode", "ddp", "--preset", "small", "--steps", "5000",
+                                       "--micro-batch", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while rank_on(victim)[0] is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(4)   # into training
+        pid, rank = rank_on(victim)
+        assert pid, "no rank of the victim node found"
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == EXIT_FAIL, err[-3000:]
+    [finding] = [f for f in json.loads(out)["findings"] if f["status"] == "FAIL"]
+    assert finding["check"] == "smoke.killed" and finding["nodes"] == [victim], finding
+    assert str(rank) in finding["summary"] and "SIGKILL" in " ".join(finding["evidence"]), finding
+    assert gone(RANKS) and gone("torch.distributed.run")
 
 
 def test_a_node_killed_mid_run_is_classified_within_the_deadline(box, tmp_path):
@@ -63,7 +142,7 @@ def test_a_node_killed_mid_run_is_classified_within_the_deadline(box, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while leftover(RANKS) < 2 and time.monotonic() < deadline:
+        while leftover(RANKS) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(4)   # into training
         faults.crash(box, victim.name)

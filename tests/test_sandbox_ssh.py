@@ -144,9 +144,12 @@ def test_one_connection_per_node_reused_and_files_cleaned_up(box):
             # Same client port: the same TCP connection served both commands.
             assert first[node.name].stdout == second[node.name].stdout
             assert paths[node.name].stdout == "payload"
-        tmpdirs = {r.detail for r in paths.values()}
-    for tmpdir in tmpdirs:
-        assert tmpdir.startswith("/tmp/clustercheck.") and not os.path.exists(tmpdir)
+        tmpdirs = {n: r.detail for n, r in paths.items()}
+        for name, tmpdir in tmpdirs.items():   # each node's /tmp is its own: look from inside the node
+            assert faults.node_exec(box, name, ["test", "-d", tmpdir], check=False).returncode == 0
+    for name, tmpdir in tmpdirs.items():
+        assert tmpdir.startswith("/tmp/clustercheck.")
+        assert faults.node_exec(box, name, ["test", "-e", tmpdir], check=False).returncode == 1
 
 
 def _put_and_cat(transport):
@@ -268,3 +271,13 @@ def test_a_dead_bastion_fails_every_node_behind_it_in_one_timeout(box, tmp_path)
     assert time.monotonic() - start < 2 * 3 + 3  # three nodes, one bastion timeout (with room)
     assert proc.returncode == EXIT_UNKNOWN
     assert f"unreachable: connect timed out: {box.name}-n[2-4] (jump host {bastion.name}: " in proc.stdout
+
+
+def test_each_node_has_its_own_tmp_as_on_a_real_cluster(box):
+    """The sandbox is no kinder than a cluster: a file in one node's /tmp is not on the others."""
+    first, second = box.nodes[0].name, box.nodes[1].name
+    token = f"/tmp/clustercheck-token-{os.getpid()}"
+    assert faults.node_exec(box, first, ["touch", token]).returncode == 0
+    assert faults.node_exec(box, first, ["test", "-e", token], check=False).returncode == 0
+    assert faults.node_exec(box, second, ["test", "-e", token], check=False).returncode == 1
+    assert not os.path.exists(token)

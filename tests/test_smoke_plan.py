@@ -5,7 +5,7 @@ import pytest
 from clustercheck.launch import NodeRun
 from clustercheck.plan import judge_plan, needs, parse_count
 from clustercheck.result import Status
-from clustercheck.smoke.rules import classify
+from clustercheck.smoke.classify import classify
 
 
 def run(node, code, *lines, lost=False, cut_short=False):

@@ -6,7 +6,7 @@ turns each document into comparable facts; rules.py judges them; render.py shows
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import click
@@ -15,6 +15,7 @@ from clustercheck.config import Config, load_config
 from clustercheck.env import render
 from clustercheck.env.facts import comparable
 from clustercheck.env.rules import EnvContext, judge
+from clustercheck.env.storage import judge_shared, probe_shared
 from clustercheck.inventory import fold
 from clustercheck.launch import readiness_problems
 from clustercheck.node import NodeLayer
@@ -35,6 +36,8 @@ class EnvOptions:
                            help="Deadline in seconds for the probe on each node.")
     config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
                                      help="Thresholds file (TOML); default ./clustercheck.toml when present.")
+    shared_dir: Optional[str] = opt("--shared-dir", help="A directory meant for data or checkpoints: say whether it "
+                                                         "is one filesystem for every node or a disk per node.")
 
     def probe(self) -> ProbeOptions:
         return ProbeOptions(timeout_s=self.timeout_s, workdir=self.workdir, deep=self.deep)
@@ -44,6 +47,7 @@ class EnvOptions:
 class EnvFacts:
     probed: List[Probed]
     values: Dict[str, Dict[str, str]]   # node -> comparable facts
+    shared: Dict[str, Dict[str, str]] = field(default_factory=dict)   # directory -> node -> what it saw
 
 
 def env_facts(probed: Sequence[Probed]) -> EnvFacts:
@@ -76,10 +80,18 @@ class EnvStage(Stage):
         self.config = load_config(options.config_path)   # bad input stops before any node is contacted
 
     def gather(self, layer: NodeLayer) -> EnvFacts:
-        return env_facts(layer.probed(self.options.probe()))
+        facts = env_facts(layer.probed(self.options.probe()))
+        reached = [p.node for p in facts.probed if p.facts is not None]
+        for directory in filter(None, (self.options.workdir, self.options.shared_dir)):
+            if len(reached) > 1 or directory == self.options.shared_dir:
+                facts.shared[directory] = probe_shared(layer.cluster, reached, directory, self.options.timeout_s)
+        return facts
 
     def judge(self, facts: EnvFacts) -> List[Finding]:
-        return judge(EnvContext(facts.probed, facts.values, self.config.env))
+        findings = judge(EnvContext(facts.probed, facts.values, self.config.env))
+        for directory, views in facts.shared.items():
+            findings += judge_shared(directory, views, [n for n in (p.name for p in facts.probed) if n in views])
+        return findings
 
     def blocks(self, result: StageResult, later: Stage) -> str:
         problems = readiness_problems(result.facts.probed)

@@ -8,7 +8,7 @@ report (report.py) with what changed since an earlier one (diff.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Sequence
 
 import click
@@ -100,7 +100,10 @@ class PreflightView:
         return max(self.run.exit_code, self.changes.exit_code if self.changes else 0)
 
     def to_json(self, command: str) -> Dict:
-        return to_json(self.stages, self.run, command)
+        doc = to_json(self.stages, self.run, command)
+        if self.changes is not None:
+            doc["changes"] = dict(asdict(self.changes), baseline=self.options.baseline, worse=self.changes.worse)
+        return doc
 
     def render_terminal(self, verbose: bool) -> str:
         lines = findings_lines(self.run.findings, verbose)

@@ -98,6 +98,10 @@ class Sandbox:
     def client_key(self) -> str:
         return os.path.join(self.dir, "id_ed25519")
 
+    def node_tmp(self, node: SandboxNode) -> str:
+        """The directory the node sees as its /tmp: node-local, as on a real cluster."""
+        return os.path.join(self.dir, f"tmp.{node.name}")
+
     def hosts_file(self, node: SandboxNode) -> str:
         return f"/etc/netns/{node.netns}/hosts"
 
@@ -206,9 +210,14 @@ class Sandbox:
                 os.unlink(pidfile)
             node.sshd_pid = 0
             # A UTS namespace of its own gives the node its hostname; sshd's sessions inherit it,
-            # and the mount namespace `ip netns exec` made (with the node's /etc/hosts).
+            # and the mount namespace `ip netns exec` made (with the node's /etc/hosts), in which
+            # the node's own directory is bound over /tmp: run directories are node-local.
+            tmp = self.node_tmp(node)
+            os.makedirs(tmp, exist_ok=True)
+            os.chmod(tmp, 0o1777)
             sh("ip", "netns", "exec", node.netns, "unshare", "--uts", "--", "/bin/sh", "-c",
-               f"hostname {node.name} && exec /usr/sbin/sshd -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log")
+               f"mount --bind {tmp} /tmp && hostname {node.name} && "
+               f"exec /usr/sbin/sshd -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log")
         deadline = time.monotonic() + 20
         for node in nodes:
             pidfile = f"{self.dir}/sshd.{node.name}.pid"

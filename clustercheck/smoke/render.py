@@ -50,7 +50,8 @@ def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
     return {"schema": 1, "command": "smoke", "verdict": status.name, "exit_code": status.exit_code,
             "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
             "nproc": facts.nproc, "steps": _steps(facts),
-            "summary": next(iter(stage.events("summary")), None) if stage else None,
+            "summary": facts.summary, "resumed": facts.resumed_summary,
+            "storage": next(iter(stage.events("storage")), None) if stage else None,
             "wall_s": stage.wall_s if stage else None,
             "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error, "stderr_tail": r.stderr_tail}
                       for n, r in (stage.runs.items() if stage else [])}}

@@ -152,6 +152,32 @@ class Running:
         return False
 
 
+class StreamTail:
+    """A stream that may be long (a loud rank's stderr): its head and its tail are kept, what lies
+    between is counted. The telling lines of a failure are usually at the end."""
+
+    def __init__(self, head_bytes: int = 64 * 1024, tail_bytes: int = MAX_CAPTURE_BYTES):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.head_bytes, self.tail_bytes = head_bytes, tail_bytes
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.head_bytes - len(self.head)
+        if room > 0:
+            self.head.extend(chunk[:room])
+            chunk = chunk[room:]
+        self.tail.extend(chunk)
+        excess = len(self.tail) - self.tail_bytes
+        if excess > 0:
+            del self.tail[:excess]
+            self.dropped += excess
+
+    def text(self) -> str:
+        gap = f"\n[... {self.dropped} bytes not kept ...]\n" if self.dropped else ""
+        return decode(bytes(self.head)) + gap + decode(bytes(self.tail))
+
+
 class LineBuffer:
     """Bytes in, complete lines out."""
 

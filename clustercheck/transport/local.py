@@ -12,7 +12,16 @@ import threading
 import time
 from typing import Optional, Set
 
-from clustercheck.transport.base import LineBuffer, NodeResult, Outcome, Running, Transport, capped, decode
+from clustercheck.transport.base import (
+    LineBuffer,
+    NodeResult,
+    Outcome,
+    Running,
+    StreamTail,
+    Transport,
+    capped,
+    decode,
+)
 from clustercheck.transport.guard import guard_argv
 
 
@@ -114,16 +123,41 @@ class LocalTransport(Transport):
 
 
 class LocalRunning(Running):
+    """A local command whose stdout and stderr are read continuously by a thread of their own:
+    a rank that writes megabytes to stderr never blocks on a full pipe, whatever the caller does."""
+
     def __init__(self, transport: LocalTransport, proc: subprocess.Popen):
         self.transport = transport
         self.proc = proc
         self.lines = LineBuffer()
+        self.err = StreamTail()
         self.ended = False
+        self._changed = threading.Condition()
+        self._pump = threading.Thread(target=self._read_both, daemon=True)
+        self._pump.start()
+
+    def _read_both(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ, self.lines)
+            sel.register(self.proc.stderr, selectors.EVENT_READ, self.err)
+            while sel.get_map():
+                for key, _ in sel.select():
+                    chunk = os.read(key.fileobj.fileno(), 65536)
+                    with self._changed:
+                        if chunk:
+                            key.data.feed(chunk)
+                        else:
+                            sel.unregister(key.fileobj)
+                        self._changed.notify_all()
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
     def readline(self, timeout_s: float) -> Optional[str]:
         deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
+        with self._changed:
             while True:
                 line = self.lines.pop()
                 if line is not None:
@@ -131,12 +165,7 @@ class LocalRunning(Running):
                 remaining = deadline - time.monotonic()
                 if self.ended or remaining <= 0:
                     return None
-                if sel.select(remaining):
-                    chunk = os.read(self.proc.stdout.fileno(), 65536)
-                    if chunk:
-                        self.lines.feed(chunk)
-                    else:
-                        self.ended = True
+                self._changed.wait(remaining)
 
     def wait(self, timeout_s: float) -> Optional[int]:
         try:
@@ -147,9 +176,10 @@ class LocalRunning(Running):
 
     def stop(self) -> str:
         stop(self.proc)
-        err = self.proc.stderr.read() or b""
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        # What the command wrote last is read before we answer; a process that escaped the guard's
+        # group could hold the pipes open for ever, so the reader gets a moment, not a promise.
+        self._pump.join(timeout=1.0)
         with self.transport._lock:
             self.transport._running.discard(self.proc)
-        return decode(err[-65536:])
+        with self._changed:
+            return self.err.text()

@@ -23,6 +23,7 @@ from clustercheck.transport.base import (
     NodeResult,
     Outcome,
     Running,
+    StreamTail,
     Transport,
     TransportError,
     capped,
@@ -295,7 +296,7 @@ class SSHRunning(Running):
         self.transport = transport
         self.chan = chan
         self.lines = LineBuffer()
-        self.err = bytearray()
+        self.err = StreamTail()
 
     def readline(self, timeout_s: float) -> Optional[str]:
         deadline = time.monotonic() + timeout_s
@@ -304,7 +305,7 @@ class SSHRunning(Running):
             if line is not None:
                 return line
             while self.chan.recv_stderr_ready():
-                capped(self.err, self.chan.recv_stderr(65536))
+                self.err.feed(self.chan.recv_stderr(65536))
             if self.chan.recv_ready():
                 self.lines.feed(self.chan.recv(65536))
                 continue
@@ -326,9 +327,9 @@ class SSHRunning(Running):
 
     def stop(self) -> str:
         while self.chan.recv_stderr_ready():
-            capped(self.err, self.chan.recv_stderr(65536))
+            self.err.feed(self.chan.recv_stderr(65536))
         self.transport._release(self.chan)  # the guard on the node kills the command's group
-        return decode(self.err)
+        return self.err.text()
 
 
 def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray, deadline: float) -> bool:
