@@ -273,7 +273,7 @@ def main(argv=None):
         log(where)
     module, optimizer, engine = wrap(args, model, device, node_local_storage=bool(where) and where["kind"] != "shared")
     log({"event": "start", "mode": args.mode, "backend": backend, "world": world, "preset": args.preset,
-         "parameters": parameters, "steps": args.steps, "device": str(device)})
+         "parameters": parameters, "steps": args.steps, "device": str(device), "resume": bool(args.resume)})
     reference = None
     if args.reference_steps and rank == 0:   # the others wait for it at the first collective
         reference = reference_losses(lambda: build(args.preset, activation_checkpointing=args.activation_checkpointing),
@@ -283,6 +283,7 @@ def main(argv=None):
     step = load(args, args.save_dir, module, optimizer, engine) if args.resume and args.save_dir else 0
     if step:
         log({"event": "resumed", "step": step})
+    logged_step = resumed_at = step
     if os.environ.get("CLUSTERCHECK_TEST_STDERR_BYTES"):
         loud(int(os.environ["CLUSTERCHECK_TEST_STDERR_BYTES"]))
     # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
@@ -333,11 +334,10 @@ def main(argv=None):
                 losses[step] = mean_loss
         if logging_step:
             now = time.time()
-            steps_done = args.log_every if step % args.log_every == 0 else step % args.log_every
             log({"event": "step", "step": step, "loss": round(mean_loss, 6),
-                 "tokens_per_s": round(tokens_per_step * steps_done / max(now - window_start, 1e-9), 1),
+                 "tokens_per_s": round(tokens_per_step * (step - logged_step) / max(now - window_start, 1e-9), 1),
                  "peak_mem_mb": round(peak_memory_mb(device), 1)})
-            window_start = now
+            window_start, logged_step = now, step
         if args.save_dir and (step == args.save_at or (args.save_every and step % args.save_every == 0)):
             save(args, args.save_dir, step, module, optimizer, engine)
     elapsed = time.time() - started
@@ -350,8 +350,8 @@ def main(argv=None):
          "nonfinite": dict(zip(("step", "value", "rank"), min(found))) if found else None,
          "losses": {str(k): v for k, v in sorted(losses.items())},
          "reference": reference, "ranks": ranks,
-         "tokens_per_s": round(tokens_per_step * args.steps / max(elapsed, 1e-9), 1) if first_loss else None,
-         "tokens_per_s_per_rank": round(tokens_per_step * args.steps / max(elapsed, 1e-9) / world, 1)
+         "tokens_per_s": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9), 1) if first_loss else None,
+         "tokens_per_s_per_rank": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9) / world, 1)
          if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3),
          "node": socket.gethostname()})
     dist.barrier()

@@ -38,8 +38,10 @@ def interrupt_at_random(args, rng, latest_s, marker=None):
     return proc.returncode, time.monotonic() - sent, err
 
 
-def nothing_left(patterns, within_s=4.0):
-    """No remote process of the tool, allowing the guards their TERM-then-KILL second."""
+def nothing_left(patterns, within_s=10.0):
+    """No remote process of the tool, allowing the guards their TERM-then-KILL second and the nodes'
+    sshd its cleanup of a closed connection, on a host whose 2 cores run every node (seen: 4 s was too
+    short once, with other training runs loading the host)."""
     deadline = time.monotonic() + within_s
     while any(leftover(p) for p in patterns) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -16,7 +16,9 @@ def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
     """Rank 0's progress as it comes, and DeepSpeed's first-use compile, so a long wait is not a silent hang."""
     def show(node: str, event: Dict) -> None:
         kind = event.get("event")
-        if kind == "start":
+        if kind == "start" and event.get("resume"):
+            text = f"{event['world']} fresh ranks up, to resume from the checkpoint"
+        elif kind == "start":
             text = (f"{event['world']} ranks up on {event['backend']}: {event['mode']}, {event['preset']} "
                     f"({event['parameters']:,} parameters), {event['steps']} steps")
         elif kind == "step":
