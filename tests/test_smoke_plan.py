@@ -6,6 +6,7 @@ from clustercheck.launch import NodeRun
 from clustercheck.plan import judge_plan, needs, parse_count
 from clustercheck.result import Status
 from clustercheck.smoke.classify import classify
+from tests.conftest import clustercheck
 
 
 def run(node, code, *lines, lost=False, cut_short=False):
@@ -55,3 +56,9 @@ def test_seven_billion_parameters_on_eight_80gb_gpus():
     assert findings["plan.ddp"].status is Status.WARN      # 104 GiB of model states on an 80 GiB GPU
     assert findings["plan.zero3"].status is Status.OK
     assert "plan" not in findings
+
+
+def test_a_relative_checkpoint_dir_is_bad_input_before_anything_runs():
+    proc = clustercheck("smoke", "--checkpoint-dir", "ckpt")
+    assert proc.returncode == 64
+    assert "--checkpoint-dir must be an absolute path" in proc.stderr and "'ckpt'" in proc.stderr

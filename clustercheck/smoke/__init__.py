@@ -6,8 +6,10 @@ judges the run (or classifies its failure); render.py shows it.
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Sequence
 
+from clustercheck.errors import InputError
 from clustercheck.node import NodeLayer
 from clustercheck.result import Finding
 from clustercheck.smoke import render
@@ -20,6 +22,12 @@ class SmokeStage(Stage):
     options: SmokeOptions
     name = "smoke"
     launches_ranks = True
+
+    def __init__(self, options: SmokeOptions):
+        super().__init__(options)
+        if options.checkpoint_dir and not os.path.isabs(options.checkpoint_dir):
+            raise InputError("--checkpoint-dir must be an absolute path on the nodes (the same on every node)",
+                             "command line", value=options.checkpoint_dir)
 
     def gather(self, layer: NodeLayer) -> SmokeFacts:
         # Rank 0's progress, and DeepSpeed's first-use compile, go to stderr: a long wait is not a silent hang.

@@ -155,7 +155,7 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
     for r in ranks:
         by_node.setdefault(r["node"], []).append(r)
     per_node = {n: (sum(r["tokens_per_s"] for r in rs), statistics.median(r["step_ms"] for r in rs),
-                    statistics.median(r["forward_ms"] for r in rs if r.get("forward_ms") is not None))
+                    statistics.median(r.get("forward_ms") or r["step_ms"] for r in rs))
                 for n, rs in by_node.items()}
     text = (f"{summary['mode']}: {summary['tokens_per_s']:.0f} tokens/s in all, {summary['tokens_per_s_per_rank']:.0f} "
             f"per rank, peak memory {summary['peak_mem_mb']:.0f} MB (rank 0)")
