@@ -128,7 +128,7 @@ class Cluster:
                 return NodeResult(node.name, Outcome.TOOL_ERROR, detail=f"{type(exc).__name__}: {exc}",
                                   elapsed_s=time.monotonic() - start)
 
-        return parallel_map(one, list(nodes or self.nodes), self.options.fanout)
+        return parallel_map(one, list(self.nodes if nodes is None else nodes), self.options.fanout)
 
     def run(self, command: str, timeout_s: float, nodes: Optional[Sequence[Node]] = None) -> List[NodeResult]:
         """The same shell command on every node, each under its own deadline."""

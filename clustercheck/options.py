@@ -10,7 +10,6 @@ ran with, so they cannot drift from the command line.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
@@ -101,10 +100,6 @@ def to_args(obj: Any) -> List[str]:
         else:
             args += [decl, _show(f, value)]
     return args
-
-
-def quoted(args: List[str]) -> str:
-    return " ".join(shlex.quote(a) for a in args)
 
 
 # ---- the nodes and how to reach them: every cluster command -----------------------------

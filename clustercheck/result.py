@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Sequence
+from typing import Dict, List, Sequence
 
 from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
 
@@ -63,14 +63,3 @@ def verdict_line(findings: Sequence[Finding]) -> str:
     parts.append(f"{counts[Status.OK]} passed")
     return f"{VERDICTS[worst(findings)]} ({', '.join(parts)})"
 
-
-@dataclass
-class CheckResult:
-    """What a check gathered (its own facts type) and the findings judged from it."""
-
-    facts: Any
-    findings: List[Finding]
-
-    @property
-    def exit_code(self) -> int:
-        return worst(self.findings).exit_code

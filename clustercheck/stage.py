@@ -51,9 +51,6 @@ class RunResult:
     def exit_code(self) -> int:
         return worst(self.findings).exit_code
 
-    def stage(self, name: str) -> Optional[StageResult]:
-        return next((s for s in self.stages if s.name == name), None)
-
 
 class Stage:
     """What env, net, bench and smoke each implement. `options` is the stage's options dataclass,
@@ -100,10 +97,6 @@ class Stage:
     def report_json(self, result: StageResult) -> Dict:
         """Keys this stage adds to the readiness report's JSON."""
         return {}
-
-
-def first_failure(findings: Sequence[Finding]) -> Optional[Finding]:
-    return next((f for f in findings if f.status is Status.FAIL), None)
 
 
 def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOptions,

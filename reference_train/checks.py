@@ -16,6 +16,13 @@ import time
 import torch
 import torch.distributed as dist
 
+REFERENCE_MAX_SEQUENCES = 512   # a global batch beyond this is too much for one rank to recompute
+
+
+def node_name() -> str:
+    """The node as the inventory names it (clustercheck passes it), else its hostname."""
+    return os.environ.get("CLUSTERCHECK_NODE") or socket.gethostname()
+
 
 def gather(value):
     """Every rank's value, in rank order."""
@@ -32,7 +39,7 @@ def storage(directory: str) -> dict:
     """
     os.makedirs(directory, exist_ok=True)
     token = os.path.join(directory, ".clustercheck-token")
-    nonce = [f"{socket.gethostname()}-{os.getpid()}-{time.time()}" if dist.get_rank() == 0 else None]
+    nonce = [f"{node_name()}-{os.getpid()}-{time.time()}" if dist.get_rank() == 0 else None]
     dist.broadcast_object_list(nonce, 0)
     if dist.get_rank() == 0:
         with open(token, "w") as handle:
@@ -43,7 +50,7 @@ def storage(directory: str) -> dict:
             seen = handle.read() == nonce[0]
     except OSError:
         seen = False
-    views = gather((socket.gethostname(), seen))
+    views = gather((node_name(), seen))
     dist.barrier()
     if int(os.environ.get("LOCAL_RANK", "0")) == 0 and os.path.exists(token):
         try:
@@ -100,7 +107,7 @@ class RankClock:
             ordered = sorted(values)
             return ordered[len(ordered) // 2] if ordered else None
         step_s = median(self.steps[1:] or self.steps)   # the first step warms up
-        return {"rank": dist.get_rank(), "node": socket.gethostname(),
+        return {"rank": dist.get_rank(), "node": node_name(),
                 "step_ms": round(step_s * 1e3, 3) if step_s else None,
                 "forward_ms": round(median(self.forwards[1:] or self.forwards) * 1e3, 3) if self.forwards else None,
                 "samples_per_s": round(samples_per_step / step_s, 2) if step_s else None,

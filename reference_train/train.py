@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import sys
 import time
 
@@ -33,7 +32,15 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checks import RankClock, first_nonfinite, gather, reference_losses, storage  # noqa: E402
+from checks import (  # noqa: E402
+    REFERENCE_MAX_SEQUENCES,
+    RankClock,
+    first_nonfinite,
+    gather,
+    node_name,
+    reference_losses,
+    storage,
+)
 from data import ByteWindows, generated_corpus, load_text  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 
@@ -172,7 +179,14 @@ def ranks_agree(value: float, device) -> bool:
 # ---- checkpoints --------------------------------------------------------------------------------
 # Each rank saves and reloads what it owns, so the check needs no filesystem shared by the nodes:
 # DeepSpeed writes its per-rank shards (and, on a disk per node, each node's model states);
-# DDP and FSDP write one file per rank (FSDP's holds that rank's shards).
+# FSDP writes one file per rank (that rank's shards); DDP, whose ranks all hold the same state,
+# one file per node, written by its first local rank (renamed into place: on a shared disk the
+# nodes' copies are the same bytes).
+def state_file(args, directory, tag) -> str:
+    name = "replica.pt" if args.mode == "ddp" else f"rank_{dist.get_rank()}.pt"
+    return os.path.join(directory, tag, name)
+
+
 def save(args, directory, step, module, optimizer, engine):
     tag = f"step_{step}"
     if engine is not None:
@@ -181,8 +195,10 @@ def save(args, directory, step, module, optimizer, engine):
         from torch.distributed.checkpoint.state_dict import get_state_dict
         model_state, optim_state = get_state_dict(module, optimizer)
         os.makedirs(os.path.join(directory, tag), exist_ok=True)
-        torch.save({"model": model_state, "optimizer": optim_state, "step": step},
-                   os.path.join(directory, tag, f"rank_{dist.get_rank()}.pt"))
+        if args.mode != "ddp" or int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            path = state_file(args, directory, tag)
+            torch.save({"model": model_state, "optimizer": optim_state, "step": step}, f"{path}.{os.getpid()}")
+            os.replace(f"{path}.{os.getpid()}", path)
         if dist.get_rank() == 0:
             with open(os.path.join(directory, "latest"), "w") as handle:
                 handle.write(tag)
@@ -204,11 +220,10 @@ def load(args, directory, module, optimizer, engine) -> int:
     if engine is not None:
         path, client_state = engine.load_checkpoint(directory, tag=tag)
         if path is None:
-            raise RuntimeError(f"checkpoint {tag} not found in {directory} on {socket.gethostname()}")
+            raise RuntimeError(f"checkpoint {tag} not found in {directory} on {node_name()}")
         return int(client_state["step"])
     from torch.distributed.checkpoint.state_dict import set_state_dict
-    state = torch.load(os.path.join(directory, tag, f"rank_{dist.get_rank()}.pt"), map_location="cpu",
-                       weights_only=False)
+    state = torch.load(state_file(args, directory, tag), map_location="cpu", weights_only=False)
     set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     return int(state["step"])
 
@@ -241,10 +256,11 @@ def global_batch(args, dataset, world):
     """Every rank's micro-batches of a step, concatenated: what one process would train on."""
     samplers = [DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=True, seed=args.seed,
                                    drop_last=True) for r in range(world)]
+    caches = [{} for _ in samplers]   # each rank's epoch order, computed once per epoch
 
     def batches(step):
-        parts = [batch_for(sampler, dataset, step, micro, args, torch.device("cpu"), cache={})
-                 for sampler in samplers for micro in range(args.grad_accum)]
+        parts = [batch_for(sampler, dataset, step, micro, args, torch.device("cpu"), cache=cache)
+                 for sampler, cache in zip(samplers, caches) for micro in range(args.grad_accum)]
         return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
     return batches
 
@@ -274,8 +290,11 @@ def main(argv=None):
     module, optimizer, engine = wrap(args, model, device, node_local_storage=bool(where) and where["kind"] != "shared")
     log({"event": "start", "mode": args.mode, "backend": backend, "world": world, "preset": args.preset,
          "parameters": parameters, "steps": args.steps, "device": str(device), "resume": bool(args.resume)})
-    reference = None
-    if args.reference_steps and rank == 0:   # the others wait for it at the first collective
+    reference, reference_skipped = None, None
+    global_sequences = world * args.grad_accum * args.micro_batch
+    if args.reference_steps and global_sequences > REFERENCE_MAX_SEQUENCES:
+        reference_skipped = f"a global batch of {global_sequences} sequences is too much for one rank to recompute"
+    elif args.reference_steps and rank == 0:   # the others wait for it at the first collective
         reference = reference_losses(lambda: build(args.preset, activation_checkpointing=args.activation_checkpointing),
                                      args.seed, global_batch(args, dataset, world),
                                      min(args.reference_steps, args.steps), args.lr, args.clip)
@@ -349,11 +368,11 @@ def main(argv=None):
          "last_loss": last_loss, "weights_agree": agree,
          "nonfinite": dict(zip(("step", "value", "rank"), min(found))) if found else None,
          "losses": {str(k): v for k, v in sorted(losses.items())},
-         "reference": reference, "ranks": ranks,
+         "reference": reference, "reference_skipped": reference_skipped, "ranks": ranks,
          "tokens_per_s": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9), 1) if first_loss else None,
          "tokens_per_s_per_rank": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9) / world, 1)
          if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3),
-         "node": socket.gethostname()})
+         "node": node_name()})
     dist.barrier()
     dist.destroy_process_group()
 

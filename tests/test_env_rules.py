@@ -311,3 +311,14 @@ def test_renderings_name_the_odd_node():
     doc = to_json(probed, result.values, result.findings, Config())
     assert doc["verdict"] == "FAIL" and doc["exit_code"] == 2
     assert doc["findings"][0]["nodes"] == ["node03"]
+
+
+def test_a_directory_missing_on_a_node_is_not_called_unshared():
+    from clustercheck.env.storage import judge_shared
+    order = ["n1", "n2", "n3"]
+    [missing] = judge_shared("/data", {"n1": "sees", "n2": "has no such directory", "n3": "sees"}, order)
+    assert missing.status is Status.WARN and missing.nodes == ["n2"] and "could not tell" in missing.summary
+    [mixed] = judge_shared("/data", {"n1": "sees", "n2": "does not see", "n3": "sees"}, order)
+    assert mixed.status is Status.FAIL and mixed.nodes == ["n2"]
+    [local] = judge_shared("/data", {"n1": "sees", "n2": "does not see", "n3": "does not see"}, order)
+    assert local.status is Status.OK and "a disk per node" in local.summary

@@ -120,3 +120,8 @@ def test_connect_timeout_on_the_command_line_beats_ssh_config(tmp_path, given, i
 def test_connect_timeout_flag_reaches_the_ssh_settings():
     assert ClusterOptions(connect_timeout_s=3.0).fanout_options().ssh.connect_timeout_s == 3.0
     assert ClusterOptions().fanout_options().ssh.connect_timeout_s is None   # not given: the config decides
+
+
+def test_an_empty_list_of_nodes_runs_nowhere():
+    with Cluster([Node("localhost")]) as cluster:
+        assert cluster.run("true", 10, []) == [] and len(cluster.run("true", 10)) == 1

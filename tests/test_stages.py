@@ -176,3 +176,22 @@ def test_the_runner_names_no_stage():
     source = open(os.path.join(ROOT, "stage.py")).read()
     for stage in STAGE_PACKAGES:
         assert f'"{stage}"' not in source and f"'{stage}'" not in source
+
+
+def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
+    """net's listeners report host / net / env only: after `preflight --skip env` bench and smoke must
+    still see each node's packages and GPUs, or every node would look as if it lacked torch."""
+    from clustercheck.fanout import Cluster
+    from clustercheck.node import NodeLayer
+    from clustercheck.node.probe import Probed
+    from clustercheck.transport.base import NodeResult, Outcome
+
+    nodes = [Node("localhost")]
+    listener = {"schema": 1, "host": {"hostname": "localhost", "resolves": {}}, "net": {"interfaces": {}}, "env": {}}
+    with Cluster(nodes) as cluster:
+        layer = NodeLayer(cluster, nodes)
+        layer.offer([Probed(nodes[0], NodeResult("localhost", Outcome.OK), facts=listener)])
+        assert [f.check for f in layer.take_findings()][:2] == ["reach", "hostname.unique"]
+        [probed] = layer.probed(ProbeOptions(timeout_s=30))
+        assert "packages" in probed.facts and "torch" in probed.facts["packages"]["versions"]
+        assert layer.take_findings() == []   # judged once per run

@@ -46,8 +46,8 @@ UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
 
 
 def parse_size(ctx, param, value):
-    """nccl-tests style sizes: 8, 64K, 16M, 1G (powers of 1024); a number of bytes passes as is."""
-    if value is None or isinstance(value, int):
+    """nccl-tests style sizes: 8, 64K, 16M, 1G (powers of 1024)."""
+    if value is None:
         return value
     match = re.fullmatch(r"(\d+)([KMG]?)B?", value.strip().upper())
     if not match:
@@ -64,8 +64,6 @@ def format_size(num_bytes: int) -> str:
 
 
 def parse_collectives(ctx, param, value):
-    if isinstance(value, tuple):
-        return value
     names = list(COLLECTIVES) if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in COLLECTIVES]
     if unknown:

@@ -48,8 +48,12 @@ def _ranks_text(ranks: Sequence[int]) -> str:
 
 
 def participation(facts: BenchFacts) -> List[Finding]:
+    """Nodes reached that cannot take part (no torch, nothing shipped); unreached ones are the node layer's."""
+    unreached = {p.name for p in facts.probed if p.facts is None}
     findings = []
     for node, problem in facts.problems.items():
+        if node in unreached:
+            continue
         findings.append(Finding("bench.node", Status.FAIL, f"{node} cannot take part in the benchmark", [problem],
                                 "run `clustercheck env` on the nodes file: the interpreter, torch and SSH must work "
                                 "on every node", [node]))

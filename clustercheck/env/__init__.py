@@ -83,7 +83,7 @@ class EnvStage(Stage):
         facts = env_facts(layer.probed(self.options.probe()))
         reached = [p.node for p in facts.probed if p.facts is not None]
         for directory in filter(None, (self.options.workdir, self.options.shared_dir)):
-            if len(reached) > 1 or directory == self.options.shared_dir:
+            if reached and (len(reached) > 1 or directory == self.options.shared_dir):   # none: reach says why
                 facts.shared[directory] = probe_shared(layer.cluster, reached, directory, self.options.timeout_s)
         return facts
 

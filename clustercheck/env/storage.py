@@ -23,9 +23,10 @@ def probe_shared(cluster: Cluster, nodes: Sequence[Node], directory: str, timeou
         return {nodes[0].name: f"could not write {token}: {(written.stderr or written.detail).strip()[:200]}"}
 
     def look(transport: Transport, node: Node) -> NodeResult:
-        return transport.run(f"test -e {quoted}", timeout_s)
+        return transport.run(f"test -d {shlex.quote(directory)} || exit 3; test -e {quoted}", timeout_s)
 
-    views = {r.node: ("sees" if r.ok else "does not see" if r.exit_code == 1 else f"could not look: {r.detail}")
+    views = {r.node: ("sees" if r.ok else "does not see" if r.exit_code == 1 else
+                      "has no such directory" if r.exit_code == 3 else f"could not look: {r.detail}")
              for r in cluster.each(look, nodes)}
     cluster.run(f"rm -f {quoted}", timeout_s, nodes[:1])
     return views

@@ -24,6 +24,7 @@ class NodeLayer:
         self.cluster = cluster
         self.nodes = list(nodes)
         self._probed: Optional[List[Probed]] = None
+        self._sections: Optional[List[Probed]] = None   # a stage's own documents: host / net / env only
         self._judged = False
 
     def probed(self, options: Optional[ProbeOptions] = None) -> List[Probed]:
@@ -34,21 +35,22 @@ class NodeLayer:
 
     @property
     def known(self) -> Optional[List[Probed]]:
-        """The documents if some stage already has them, else None (nothing is probed)."""
-        return self._probed
+        """The probe's documents if a stage probed, else a stage's own (offer), else None; nothing is probed."""
+        return self._probed or self._sections
 
-    def offer(self, probed: List[Probed]) -> None:
-        """Documents a stage's own node program collected with the same sections (net's listeners):
-        they stand for the probe when nothing was probed yet."""
-        if self._probed is None:
-            self._probed = probed
+    def offer(self, documents: List[Probed]) -> None:
+        """Documents a stage's own node program collected with the sections the shared judges read (net's
+        listeners: host, net, env). They are judged when nothing was probed yet, so net alone costs no
+        extra exec; they never stand for the probe (no packages, no GPUs): probed() still probes."""
+        if self._sections is None:
+            self._sections = documents
 
     def take_findings(self) -> List[Finding]:
         """The shared judges' findings, the first time they are asked for once documents exist; then []."""
-        if self._probed is None or self._judged:
+        if self.known is None or self._judged:
             return []
         self._judged = True
-        return judge_nodes(self._probed)
+        return judge_nodes(self.known)
 
 
 def probe_nodes(nodes: Sequence[Node], fanout: FanoutOptions, options: Optional[ProbeOptions] = None) -> List[Probed]:

@@ -32,7 +32,7 @@ STAGE_NAMES = tuple(cls.name for cls in STAGES)
 
 
 def parse_stages(ctx, param, value):
-    if value is None or isinstance(value, tuple):
+    if value is None:
         return value
     names = tuple(v.strip() for v in value.split(",") if v.strip())
     unknown = [n for n in names if n not in STAGE_NAMES]

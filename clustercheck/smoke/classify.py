@@ -114,12 +114,13 @@ def _signal(entry: Dict[str, str]) -> str:
     return f"exit code {code.split()[0]}" if code else ""
 
 
-def _hits(runs: Dict[str, NodeRun]) -> Dict[str, Dict[str, List[Tuple[str, Optional[int]]]]]:
+def _hits(runs: Dict[str, NodeRun], failures: Dict[str, List[Dict[str, str]]]
+          ) -> Dict[str, Dict[str, List[Tuple[str, Optional[int]]]]]:
     """kind -> node -> [(line, rank)] of the error lines that match it, summary entries included."""
     found: Dict[str, Dict[str, List[Tuple[str, Optional[int]]]]] = {kind: {} for kind in KINDS}
     for node, run in runs.items():
         text = run.stderr or "\n".join(run.stderr_tail)
-        entries = torchrun_failures(text)
+        entries = failures[node]
         lines = [(line, _rank_of(line)) for line in text.splitlines() + [run.error] if line.strip()]
         lines = [(f"rank {e.get('rank', '?')} on {e.get('host', node)}: {_signal(e)}: {e.get('traceback', '')}",
                   _rank_of("", e)) for e in entries] + lines
@@ -136,8 +137,9 @@ def _hits(runs: Dict[str, NodeRun]) -> Dict[str, Dict[str, List[Tuple[str, Optio
 def classify(runs: Dict[str, NodeRun], timeout_s: float) -> Cause:
     """The most telling cause of a failed run, and the nodes (and ranks) it points at."""
     lost = [n for n, r in runs.items() if r.lost]
-    hits = _hits(runs)
-    roots = [(n, e) for n, r in runs.items() for e in torchrun_failures(r.stderr) if e["root"]]
+    failures = {n: torchrun_failures(r.stderr or "\n".join(r.stderr_tail)) for n, r in runs.items()}
+    hits = _hits(runs, failures)
+    roots = [(n, e) for n, entries in failures.items() for e in entries if e["root"]]
     for kind, _, summary, remedy in SIGNATURES:
         if lost and kind in ("watchdog", "nccl", "rendezvous", "peer-lost", "comms"):
             break  # a node went down: the others' connection errors are its echo

@@ -104,9 +104,11 @@ def numbers(facts: SmokeFacts, min_loss_drop: float) -> List[Finding]:
                                     f"the first {len(reference)} losses match one process's reference within "
                                     f"{tolerance:g}"))
     else:
+        why = summary.get("reference_skipped") or (f"preset {stage.config.get('preset')}: too large to recompute "
+                                                   f"in one process")
         findings.append(Finding("smoke.reference", Status.WARN, "the loss curve was not compared with a reference",
-                                [f"preset {stage.config.get('preset')}: too large to recompute in one process"],
-                                "run the tiny or small preset to prove the collectives' numbers", []))
+                                [why], "run the tiny or small preset, on fewer ranks if need be, to prove the "
+                                       "collectives' numbers", []))
     first, last = summary["first_loss"], summary["last_loss"]
     if last <= first * (1 - min_loss_drop):
         findings.append(Finding("smoke.loss", Status.OK, f"loss fell from {first:.3f} to {last:.3f} in "
@@ -175,9 +177,10 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
 
 
 def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_LOSS_DROP) -> List[Finding]:
+    unreached = {p.name for p in facts.probed if p.facts is None}   # the node layer's reach names them
     findings = [Finding("smoke.node", Status.FAIL, f"{node} cannot take part", [problem],
                         "run `clustercheck env`: the interpreter, torch and SSH must work on every node", [node])
-                for node, problem in facts.problems.items()]
+                for node, problem in facts.problems.items() if node not in unreached]
     if facts.stage is None:
         return findings
     if facts.summary is None or not all(r.exit_code == 0 for r in facts.stage.runs.values()):

@@ -11,7 +11,7 @@ Three traps the script avoids: without job control, sh gives a background list
 /dev/null as stdin (hence the copy on fd 3); dash's kill does not take "--"; and the
 channel can close before the child has made its own group (Ctrl-C right after the
 start): the first `kill -TERM -$child` then finds no group, so the watcher retries
-while the child lives, rather than leaving it to run for ever.
+while the child or its group lives, rather than leaving it to run for ever.
 """
 
 import shlex
@@ -20,8 +20,9 @@ _GUARD = (
     'exec 3<&0; '
     'setsid /bin/sh -c "$1" </dev/null & child=$!; '
     '( cat <&3 >/dev/null; '
-    'while kill -0 $child; do kill -TERM -$child && break; sleep 0.05 || sleep 1; done; '
-    'sleep 1; kill -KILL -$child ) >/dev/null 2>&1 & '
+    'while kill -0 $child || kill -0 -$child; do '
+    'kill -TERM -$child && { sleep 1; kill -KILL -$child; break; }; sleep 0.05 || sleep 1; done '
+    ') >/dev/null 2>&1 & '
     'exec 3<&-; '
     'wait $child'
 )

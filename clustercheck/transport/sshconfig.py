@@ -37,7 +37,7 @@ class Target:
     proxy_jump: Tuple[str, ...] = ()   # hops, first to last, each "[user@]host[:port]"
     hostkey_alias: Optional[str] = None
     strict_hostkeys: str = "yes"       # yes | accept-new (OpenSSH's "no" is read as accept-new)
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 
     @property
     def hostkey_name(self) -> str:
