@@ -125,3 +125,31 @@ def test_connect_timeout_flag_reaches_the_ssh_settings():
 def test_an_empty_list_of_nodes_runs_nowhere():
     with Cluster([Node("localhost")]) as cluster:
         assert cluster.run("true", 10, []) == [] and len(cluster.run("true", 10)) == 1
+
+
+class StatusAfterTheWait:
+    """A channel whose exit status and close arrive just after wait() gave up (paramiko's thread)."""
+
+    def __init__(self):
+        self.status_event = self
+        self.exit_status = 0
+        self._set = False
+
+    def wait(self, timeout_s):
+        self._set = True   # ...arrives a moment too late for this wait
+        return False
+
+    def is_set(self):
+        return self._set
+
+    @property
+    def closed(self):
+        return self._set
+
+
+def test_an_exit_status_that_arrives_with_the_close_is_not_read_as_none():
+    """A run that ended well, status and close landing together, was reported as exit -1 on a loaded host."""
+    from clustercheck.transport.ssh import SSHRunning
+    running = SSHRunning.__new__(SSHRunning)
+    running.chan = StatusAfterTheWait()
+    assert running.wait(0.05) == 0

@@ -318,7 +318,9 @@ class SSHRunning(Running):
         if self.chan.status_event.wait(timeout_s):
             return self.chan.exit_status
         if self.chan.closed or self.lost:
-            return -1
+            # The exit status comes before the close: if both arrived since the wait gave up, the
+            # status is there now. Only a channel closed without one (a signal, a lost node) is -1.
+            return self.chan.exit_status if self.chan.status_event.is_set() else -1
         return None
 
     @property
