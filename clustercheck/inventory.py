@@ -4,9 +4,17 @@ Accepted formats, one node per line:
 
     [user@]host[:port] [slots=N] [python=/path] [ifname=IF] [user=U] [port=P]
 
-which also reads a DeepSpeed hostfile (``worker-1 slots=8``) as is. Host names may
-be Slurm host ranges (``gpu[01-04,07]``, ``rack[1-2]-n[1-3]``), expanded with
-python-hostlist. ``#`` starts a comment. Per-node values win over the command
+which also reads, for what they are:
+
+- a DeepSpeed hostfile or Open MPI hostfile: ``worker-1 slots=8 [max_slots=16]``;
+- an MPICH / Intel MPI machinefile: ``node1:8`` is node1 with 8 slots (ranks). A number
+  after the colon below 1024 is read as slots, as MPICH does; SSH ports are 22 or 1024
+  and up (``login2:2222``), or say ``port=N``. ``host:22`` is the SSH port.
+
+Anything else is refused with the file and line, never guessed: a CSV (``0,10.0.0.1``,
+a header ``index,ip``), a bare number as a host name. Host names may be Slurm host
+ranges (``gpu[01-04,07]``, ``rack[1-2]-n[1-3]``), expanded with python-hostlist; commas
+belong inside the brackets. ``#`` starts a comment. Per-node values win over the command
 line's defaults (``--user``, ``--port``, ``--python``).
 """
 
@@ -22,7 +30,8 @@ import hostlist
 from clustercheck.errors import InputError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
-KNOWN_KEYS = ("slots", "python", "ifname", "user", "port")
+KNOWN_KEYS = ("slots", "max_slots", "python", "ifname", "user", "port")
+MPICH_SLOTS_BELOW = 1024   # host:N with N below this is an MPICH machinefile's slot count (N=22 is SSH's port)
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\],:]+$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
 
@@ -66,8 +75,18 @@ def _parse_slots(text: str, source: str, line: int) -> int:
     return int(text)
 
 
-def expand_hosts(pattern: str, source: str = "", line: int = 0) -> List[str]:
-    """Expand a Slurm-style host range; bad ranges are input errors."""
+def _outside_brackets(pattern: str) -> str:
+    return re.sub(r"\[[^\]]*\]", "", pattern)
+
+
+def expand_hosts(pattern: str, source: str = "", line: int = 0, is_list: bool = False) -> List[str]:
+    """Expand a Slurm-style host range (a whole host list when `is_list`: SLURM_JOB_NODELIST);
+    bad ranges and other formats are input errors."""
+    if (not is_list and "," in _outside_brackets(pattern)) or ";" in pattern:
+        raise InputError("not a host name: this looks like a CSV or a list; write one host per line "
+                         "(a range's commas go inside brackets: gpu[01,03])", source, line, pattern)
+    if pattern.isdigit():
+        raise InputError("not a host name: a bare number (a CSV's index column?)", source, line, pattern)
     if not _HOST_RE.match(pattern):
         raise InputError("not a host name or host range", source, line, pattern)
     try:
@@ -80,29 +99,33 @@ def expand_hosts(pattern: str, source: str = "", line: int = 0) -> List[str]:
 
 
 def _split_target(target: str, source: str, line: int):
+    """(user, host pattern, port, slots) of "[user@]host[:N]"."""
     user = None
     if "@" in target:
         user, _, target = target.rpartition("@")
         if not user:
             raise InputError("empty user name before '@'", source, line, target)
-    port = None
-    # A port follows the last ':' unless the colon sits inside a [range] (hostlist allows none there anyway).
+    port = slots = None
+    # A number follows the last ':' unless the colon sits inside a [range] (hostlist allows none there anyway).
     if ":" in target and not target.endswith("]"):
-        host, _, port_text = target.rpartition(":")
+        host, _, number = target.rpartition(":")
         if ":" in host:  # a bare IPv6 address: no port syntax supported
-            host, port_text = target, ""
-        if port_text:
-            port = parse_port(port_text, source, line)
+            host, number = target, ""
+        if number:
+            if number.isdigit() and 0 < int(number) < MPICH_SLOTS_BELOW and int(number) != 22:
+                slots = int(number)   # MPICH / Intel MPI machinefile: host:ranks
+            else:
+                port = parse_port(number, source, line)
             target = host
     if not target:
         raise InputError("missing host name", source, line, target)
-    return user, target, port
+    return user, target, port, slots
 
 
 def parse_line(text: str, source: str, line: int) -> List[Node]:
     """Parse one inventory line (comments already stripped) into its nodes."""
     fields = text.split()
-    user, pattern, port = _split_target(fields[0], source, line)
+    user, pattern, port, colon_slots = _split_target(fields[0], source, line)
     attrs = {}
     for field in fields[1:]:
         key, sep, value = field.partition("=")
@@ -123,7 +146,13 @@ def parse_line(text: str, source: str, line: int) -> List[Node]:
         if user is not None:
             raise InputError("user given twice (user@host and user=)", source, line, fields[0])
         user = attrs["user"]
-    slots = _parse_slots(attrs["slots"], source, line) if "slots" in attrs else None
+    if colon_slots is not None and "slots" in attrs:
+        raise InputError("slots given twice (MPICH host:N and slots=)", source, line, fields[0])
+    slots = _parse_slots(attrs["slots"], source, line) if "slots" in attrs else colon_slots
+    if "max_slots" in attrs:   # Open MPI: the most ranks it may oversubscribe to; clustercheck runs `slots`
+        most = _parse_slots(attrs["max_slots"], source, line)
+        if slots is not None and most < slots:
+            raise InputError(f"max_slots is below slots={slots}", source, line, attrs["max_slots"])
     ifname = attrs.get("ifname")
     if ifname is not None and not _IFNAME_RE.match(ifname):
         raise InputError("not a network interface name (at most 15 characters)", source, line, ifname)
@@ -189,7 +218,7 @@ def slurm_inventory(environ=os.environ, defaults: Defaults = Defaults()) -> List
     gpus = environ.get("SLURM_GPUS_ON_NODE", "")
     if gpus.isdigit() and int(gpus) > 0:
         slots = int(gpus)
-    names = expand_hosts(nodelist, "SLURM_JOB_NODELIST")
+    names = expand_hosts(nodelist, "SLURM_JOB_NODELIST", is_list=True)
     return [apply_defaults(Node(name=n, slots=slots, source="SLURM_JOB_NODELIST"), defaults) for n in names]
 
 

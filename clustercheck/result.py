@@ -2,7 +2,11 @@
 
 A Finding says what is wrong (or right), on which nodes, with the evidence and a
 remedy a person can act on. The verdict of a run is the worst status among them,
-and the exit code follows it (Nagios order: OK < WARN < FAIL).
+and the exit code follows it (Nagios codes: OK 0, WARN 1, FAIL 2, UNKNOWN 3).
+
+UNKNOWN is "could not check": a probe section that could not be read, a counter the
+driver would not give. It is never OK: it outranks WARN, so a run with one is not READY;
+a FAIL outranks it (a cluster known to be broken is NOT READY whatever else is unknown).
 """
 
 from __future__ import annotations
@@ -11,24 +15,29 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Sequence
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARN
 
 
 class Status(enum.IntEnum):
+    """Ordered by how bad: worst() is max(). The exit codes are Nagios's."""
+
     OK = 0
     WARN = 1
-    FAIL = 2
+    UNKNOWN = 2
+    FAIL = 3
 
     @property
     def exit_code(self) -> int:
-        return {Status.OK: EXIT_OK, Status.WARN: EXIT_WARN, Status.FAIL: EXIT_FAIL}[self]
+        return {Status.OK: EXIT_OK, Status.WARN: EXIT_WARN, Status.UNKNOWN: EXIT_UNKNOWN,
+                Status.FAIL: EXIT_FAIL}[self]
 
     @property
     def label(self) -> str:
         return self.name
 
 
-VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS", Status.FAIL: "NOT READY"}
+VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS", Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED",
+            Status.FAIL: "NOT READY"}
 
 
 @dataclass
@@ -58,6 +67,8 @@ def sort_findings(findings: Sequence[Finding]) -> List[Finding]:
 def verdict_line(findings: Sequence[Finding]) -> str:
     counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
     parts = [f"{counts[Status.FAIL]} failed"] if counts[Status.FAIL] else []
+    if counts[Status.UNKNOWN]:
+        parts.append(f"{counts[Status.UNKNOWN]} could not be checked")
     if counts[Status.WARN]:
         parts.append(f"{counts[Status.WARN]} warning{'s' if counts[Status.WARN] != 1 else ''}")
     parts.append(f"{counts[Status.OK]} passed")

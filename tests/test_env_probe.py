@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from clustercheck.probe import HERE, env_probe, nodelib
+from clustercheck.probe import HERE, env_probe, fabric, gpuprobe, kernlog, nodelib
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -18,7 +18,7 @@ def recorded(*parts):
 
 
 def test_nvidia_smi_a100_ampere_counters():
-    info = env_probe.parse_nvidia_smi_xml(recorded("nvidia-smi", "a100-sxm4-mig.xml"))
+    info = gpuprobe.parse_nvidia_smi_xml(recorded("nvidia-smi", "a100-sxm4-mig.xml"))
     assert (info["driver"], info["cuda_driver"]) == ("510.47.03", "11.6")
     [gpu] = info["gpus"]
     assert gpu["name"] == "NVIDIA A100-SXM4-40GB"
@@ -27,10 +27,11 @@ def test_nvidia_smi_a100_ampere_counters():
     assert gpu["ecc_uncorrected_volatile"] is None      # N/A with MIG on: unknown, not zero
     assert gpu["ecc_uncorrected_aggregate"] == 0
     assert gpu["temperature_c"] == 36 and gpu["throttle"] == []
+    assert gpu["mig_current"] is True and gpu["pci_bus_id"] == "00000000:00:04.0"
 
 
 def test_nvidia_smi_p100_pascal_counters_and_retired_pages():
-    [gpu] = env_probe.parse_nvidia_smi_xml(recorded("nvidia-smi", "tesla-p100.xml"))["gpus"]
+    [gpu] = gpuprobe.parse_nvidia_smi_xml(recorded("nvidia-smi", "tesla-p100.xml"))["gpus"]
     assert gpu["name"] == "Tesla P100-PCIE-16GB"
     assert gpu["ecc_uncorrected_volatile"] == 0          # from double_bit/total
     assert gpu["retired_pages_pending"] is False
@@ -38,7 +39,7 @@ def test_nvidia_smi_p100_pascal_counters_and_retired_pages():
 
 
 def test_nvidia_smi_rtx4090_remapped_rows_and_clock_event_reasons():
-    info = env_probe.parse_nvidia_smi_xml(recorded("nvidia-smi", "rtx-4090-driver-535.xml"))
+    info = gpuprobe.parse_nvidia_smi_xml(recorded("nvidia-smi", "rtx-4090-driver-535.xml"))
     [gpu] = info["gpus"]
     assert info["driver"] == "535.86.05"
     assert gpu["remapped_pending"] is False and gpu["remap_failure"] is False
@@ -47,21 +48,22 @@ def test_nvidia_smi_rtx4090_remapped_rows_and_clock_event_reasons():
 
 
 def test_infiniband_from_recorded_sysfs():
-    ports = env_probe.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
+    ports = fabric.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
     by_port = {(p["device"], p["port"]): p for p in ports}
     assert sorted(by_port) == [("hfi1_0", 1), ("mlx4_0", 1), ("mlx4_0", 2), ("mlx5_0", 1)]
     assert by_port["mlx4_0", 2]["state"] == "ACTIVE"
     assert by_port["mlx4_0", 2]["rate"] == "40 Gb/sec (4X QDR)"
     assert by_port["hfi1_0", 1]["link_layer"] == "InfiniBand"
-    assert env_probe.collect_infiniband(os.path.join(DATA, "no-such-sysfs")) == []
+    assert fabric.collect_infiniband(os.path.join(DATA, "no-such-sysfs")) == []
 
 
 def test_xid_events_from_recorded_kernel_logs():
-    events = env_probe.xid_lines(recorded("kmsg", "dmesg-xid-akash-244.txt").splitlines())
-    assert [e["xid"] for e in events] == [43, 43, 31, 94]
-    assert events[-1]["pci"] == "PCI:0000:00:08"
-    fallen = env_probe.xid_lines(recorded("kmsg", "dmesg-xid79-nvsentinel-155.txt").splitlines())
-    assert {e["xid"] for e in fallen} == {79}
+    events, _ = kernlog.xid_events(recorded("kmsg", "dmesg-xid-akash-244.txt").splitlines())
+    assert [(e["xid"], e["count"]) for e in events] == [(43, 2), (31, 1), (94, 1)]
+    assert events[-1]["pci"] == "0000:00:08"
+    fallen, _ = kernlog.xid_events(recorded("kmsg", "dmesg-xid79-nvsentinel-155.txt").splitlines())
+    # Two GPUs: one named three lines before its "fallen off the bus", one in its Xid 79 line.
+    assert [(e["xid"], e["pci"]) for e in fallen] == [(79, "0000:b3:00"), (79, "0000:44:00")]
 
 
 def test_route_interface_longest_prefix_then_own_address(tmp_path):

@@ -13,7 +13,7 @@ from clustercheck.env.render import render_markdown, render_terminal, to_json
 from clustercheck.errors import InputError
 from clustercheck.inventory import Node
 from clustercheck.node.probe import Probed, interpret
-from clustercheck.probe import env_probe
+from clustercheck.probe import fabric, gpuprobe, kernlog
 from clustercheck.result import Status
 from clustercheck.transport.base import NodeResult, Outcome
 
@@ -26,9 +26,12 @@ def recorded_probe(name="sandbox-node.json"):
 
 
 def gpu_section(xml_name, copies=8):
+    """The GPUs of a recorded nvidia-smi -q -x; `copies` of its first GPU when it has fewer."""
     with open(os.path.join(DATA, "nvidia-smi", xml_name)) as handle:
-        info = env_probe.parse_nvidia_smi_xml(handle.read())
-    info["gpus"] = [dict(info["gpus"][0], index=i) for i in range(copies)]
+        info = gpuprobe.parse_nvidia_smi_xml(handle.read())
+    if len(info["gpus"]) != copies:
+        info["gpus"] = [dict(info["gpus"][0], index=i, pci_bus_id=f"00000000:{0x18 + i:02X}:00.0")
+                        for i in range(copies)]
     return info
 
 
@@ -132,7 +135,7 @@ def test_small_dev_shm_fails():
 
 
 def test_memlock_limited_with_infiniband_fails():
-    ib = env_probe.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
+    ib = fabric.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
 
     def with_ib(i, doc):
         doc["infiniband"] = ib
@@ -143,7 +146,7 @@ def test_memlock_limited_with_infiniband_fails():
 
 
 def test_infiniband_port_down_on_one_node_fails():
-    ib = env_probe.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
+    ib = fabric.collect_infiniband(os.path.join(DATA, "sysfs", "procfs-fixtures"))
 
     def with_ib(i, doc):
         doc["infiniband"] = copy.deepcopy(ib)
@@ -151,8 +154,8 @@ def test_infiniband_port_down_on_one_node_fails():
         if i == 3:
             doc["infiniband"][1]["state"] = "DOWN"
     finding = only_problem(judged(cluster(change=with_ib)))
-    assert finding.check == "same.InfiniBand" and finding.nodes == ["node04"]
-    assert "3/4 ports active" in finding.summary
+    assert finding.check == "rdma.port.down" and finding.nodes == ["node04"]
+    assert "InfiniBand mlx4_0/1 is DOWN" in finding.evidence[0]
 
 
 def test_mtu_mismatch_on_training_interface_fails():
@@ -182,15 +185,15 @@ def test_clock_within_uncertainty_is_not_skew():
 
 def test_gpu_facts_from_real_nvidia_smi_compare_and_health():
     def gpus(i, doc):
-        doc["gpu"] = gpu_section("a100-sxm4-mig.xml", copies=8 if i != 2 else 7)
+        doc["gpu"] = gpu_section("h100-x8-driver-580.xml", copies=8 if i != 2 else 7)
         if i == 3:
             doc["gpu"]["gpus"][5]["ecc_uncorrected_volatile"] = 2
     findings = bad(judged(cluster(change=gpus, slots=8)))
     checks = {f.check: f for f in findings}
     assert checks["same.GPUs"].nodes == ["node03"]
     assert checks["slots"].nodes == ["node03"]
-    assert checks["gpu.health"].nodes == ["node04"]
-    assert "GPU 5: 2 uncorrectable ECC errors" in checks["gpu.health"].evidence[0]
+    assert checks["gpu.memory"].nodes == ["node04"]
+    assert "node04 GPU 5 (0000:a8:00): 2 uncorrectable ECC errors" in checks["gpu.memory"].summary
 
 
 def test_driver_mismatch_from_two_real_drivers():
@@ -204,15 +207,19 @@ def test_driver_mismatch_from_two_real_drivers():
 
 def test_recorded_xid_79_fails_the_node():
     with open(os.path.join(DATA, "kmsg", "dmesg-xid79-nvsentinel-155.txt")) as handle:
-        events = env_probe.xid_lines(handle.read().splitlines())
+        events, _ = kernlog.xid_events(handle.read().splitlines())
 
     def xid(i, doc):
-        doc["gpu"] = gpu_section("a100-sxm4-mig.xml")
+        doc["gpu"] = gpu_section("h100-x8-driver-580.xml")
         if i == 1:
             doc["kernel_log"] = {"readable": True, "xid": events}
-    finding = only_problem(judged(cluster(change=xid)))
-    assert finding.check == "gpu.health" and finding.status is Status.FAIL and finding.nodes == ["node02"]
-    assert "Xid 79" in finding.evidence[0]
+    findings = bad(judged(cluster(change=xid)))
+    assert {f.check for f in findings} == {"gpu.xid"} and all(f.status is Status.FAIL for f in findings)
+    assert all(f.nodes == ["node02"] for f in findings)
+    # Neither GPU is in the driver's list any more: each is named by its PCI address.
+    assert [f.summary.split(": Xid")[0] for f in findings] == [
+        "node02 GPU at 0000:b3:00 (not listed by the driver)", "node02 GPU at 0000:44:00 (not listed by the driver)"]
+    assert "Xid 79" in findings[0].evidence[0]
 
 
 def test_socket_ifname_naming_a_missing_interface_fails():

@@ -63,6 +63,12 @@ def test_localhost_is_local():
     ("a:22 port=23\n", 1, "port given twice", "a:22"),
     ("@a\n", 1, "empty user name", "a"),
     ("a;rm\n", 1, "not a host name", "a;rm"),
+    # Other formats are refused, not read as host names: a CSV with a header, a CSV of index,ip.
+    ("index,ip\n0,10.0.0.1\n", 1, "looks like a CSV", "index,ip"),
+    ("# index,ip\n0,10.0.0.1\n", 2, "looks like a CSV", "0,10.0.0.1"),
+    ("0\n", 1, "a bare number", "0"),
+    ("node1:8 slots=8\n", 1, "slots given twice", "node1:8"),
+    ("node1 slots=8 max_slots=4\n", 1, "max_slots is below", "4"),
 ])
 def test_bad_lines_name_file_line_and_value(text, line, fragment, value):
     with pytest.raises(InputError) as caught:
@@ -110,3 +116,13 @@ def test_cli_usage_errors_are_bad_input():
     proc = clustercheck("run", "--fanout", "0", "--", "true", timeout=30)
     assert proc.returncode == EXIT_BAD_INPUT
     assert "--fanout" in proc.stderr
+
+
+def test_mpich_and_open_mpi_machinefiles_are_read_for_what_they_are():
+    """Was: MPICH's node1:8 (8 ranks) was read as SSH port 8."""
+    mpich = parse_inventory("node1:8\nnode2:8\n", "machinefile")
+    assert [(n.name, n.slots, n.port) for n in mpich] == [("node1", 8, None), ("node2", 8, None)]
+    openmpi = parse_inventory("node1 slots=8 max_slots=16\n", "hostfile")
+    assert (openmpi[0].slots, openmpi[0].port) == (8, None)
+    ports = parse_inventory("login2:2222\nlogin3:22\n", "nodes")
+    assert [(n.slots, n.port) for n in ports] == [(None, 2222), (None, 22)]

@@ -14,7 +14,8 @@ import click
 from clustercheck.config import Config, load_config
 from clustercheck.env import render
 from clustercheck.env.facts import comparable
-from clustercheck.env.rules import EnvContext, judge
+from clustercheck.env.judges import judge
+from clustercheck.env.rules import EnvContext
 from clustercheck.env.storage import judge_shared, probe_shared
 from clustercheck.inventory import fold
 from clustercheck.launch import readiness_problems

@@ -45,15 +45,48 @@ def _flag(doc: Dict, key: str) -> Optional[str]:
     return "/".join(values) or None
 
 
-def _infiniband(doc: Dict) -> Optional[str]:
+def _rdma(link_layer: str) -> Callable[[Dict], Optional[str]]:
+    """InfiniBand ports (link layer InfiniBand) or RoCE ports (Ethernet), active of all, with rates."""
+    def extract(doc: Dict) -> Optional[str]:
+        ports = get(doc, "infiniband")
+        if ports is None:
+            return None
+        ports = [p for p in ports if (p.get("link_layer") == "Ethernet") == (link_layer == "Ethernet")]
+        if not ports:
+            return "none"
+        active = [p for p in ports if p.get("state") == "ACTIVE"]
+        rates = sorted({re.sub(r"\s+", " ", p.get("rate") or "?") for p in active})
+        return f"{len(active)}/{len(ports)} ports active" + (f", {'; '.join(rates)}" if rates else "")
+    return extract
+
+
+def _hca(key: str) -> Callable[[Dict], Optional[str]]:
+    """HCA models, or firmware per model ("MT4123: 20.31.1014"), one string per node."""
+    def extract(doc: Dict) -> Optional[str]:
+        ports = get(doc, "infiniband")
+        if not ports:
+            return None
+        models = {p.get("device"): (p.get("hca_type") or p.get("board_id") or "?", p.get("fw_ver") or "?")
+                  for p in ports}
+        if key == "model":
+            return ", ".join(sorted({m for m, _ in models.values()}))
+        return ", ".join(sorted({f"{m}: {fw}" for m, fw in models.values()}))
+    return extract
+
+
+def _rdma_ports(doc: Dict) -> Optional[str]:
     ports = get(doc, "infiniband")
     if ports is None:
         return None
-    active = [p for p in ports if p.get("state") == "ACTIVE"]
-    if not ports:
-        return "none"
-    rates = sorted({re.sub(r"\s+", " ", p.get("rate") or "?") for p in active})
-    return f"{len(active)}/{len(ports)} ports active" + (f", {'; '.join(rates)}" if rates else "")
+    ib = sum(1 for p in ports if p.get("link_layer") != "Ethernet")
+    return f"{ib} InfiniBand, {len(ports) - ib} RoCE"
+
+
+def _mig(doc: Dict) -> Optional[str]:
+    flags = [g.get("mig_current") for g in gpus(doc) if g.get("mig_current") is not None]
+    if not flags:
+        return None
+    return "on" if all(flags) else "off" if not any(flags) else f"on for {sum(flags)} of {len(flags)} GPUs"
 
 
 def _limit(doc: Dict, which: str) -> Optional[str]:
@@ -97,7 +130,8 @@ COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
                                                                              default="none")),
     ("cuDNN wheel", lambda d: None if get(d, "packages") is None else get(d, "packages", "versions",
                                                                               "cudnn_wheel", default="none")),
-    ("NVIDIA driver", lambda d: None if get(d, "gpu") is None else get(d, "gpu", "driver", default="none")),
+    ("NVIDIA driver", lambda d: None if get(d, "gpu") is None or get(d, "gpu", "error")
+     else get(d, "gpu", "driver", default="none")),
     ("CUDA (driver)", lambda d: get(d, "gpu", "cuda_driver")),
     ("GPUs", lambda d: None if gpu_count(d) is None else str(gpu_count(d))),
     ("GPU model", _gpu_models),
@@ -105,7 +139,12 @@ COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
     ("ECC", lambda d: _flag(d, "ecc_enabled")),
     ("persistence mode", lambda d: _flag(d, "persistence")),
     ("nvcc", lambda d: None if get(d, "nvcc") is None else get(d, "nvcc", "version", default="none")),
-    ("InfiniBand", _infiniband),
+    ("MIG", _mig),
+    ("RDMA ports", _rdma_ports),
+    ("InfiniBand", _rdma("InfiniBand")),
+    ("RoCE", _rdma("Ethernet")),
+    ("HCA model", _hca("model")),
+    ("HCA firmware", _hca("firmware")),
     ("OS", lambda d: get(d, "host", "os")),
     ("kernel", lambda d: get(d, "host", "kernel")),
     ("glibc", lambda d: get(d, "host", "glibc")),

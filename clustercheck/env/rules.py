@@ -3,7 +3,8 @@
 Each rule looks at every node's facts and returns Findings (an OK one when it
 passed, so the report shows what was checked). The rows of docs/failures.md each rule
 exists for are named in its docstring. Reach, names and the training interface are
-judged once for every stage by the node layer (clustercheck/node/judges.py).
+judged once for every stage by the node layer (clustercheck/node/judges.py); GPU health,
+RDMA ports and GPU topology have modules of their own (env/judges.py runs them all).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ MUST_MATCH = [
     ("GPUs", Status.FAIL, "replace or re-seat the missing GPU, or leave the node out; every node needs the same "
                           "number of ranks"),
     ("GPU model", Status.FAIL, "use nodes of one GPU model in a job, or expect the slowest to set the pace"),
-    ("InfiniBand", Status.FAIL, "bring up the InfiniBand ports (ibstat) or leave the node out; mixed fabrics "
-                                "hang NCCL at init (set NCCL_IB_HCA to the usable HCAs)"),
+    ("RDMA ports", Status.FAIL, "an HCA is missing or not seen by the driver (ibstat, lspci | grep Mellanox): "
+                                "reseat it or leave the node out; every node needs the same rails (ports down "
+                                "are judged one by one)"),
     ("torch (imported)", Status.FAIL, ONE_ENV),
     ("deepspeed (imported)", Status.FAIL, ONE_ENV),
     ("CUDA available", Status.FAIL, "check the driver and CUDA_VISIBLE_DEVICES on the odd node"),
@@ -44,12 +46,12 @@ MUST_MATCH = [
     ("cuDNN wheel", Status.WARN, ONE_ENV),
     ("CUDA (driver)", Status.WARN, "install the same NVIDIA driver on every node"),
     ("nvcc", Status.WARN, "install the same CUDA toolkit where extensions are compiled (DeepSpeed ops)"),
+    ("HCA model", Status.WARN, "use nodes with the same HCAs in one job, or expect the slowest to set the pace"),
+    ("HCA firmware", Status.WARN, "update the HCA firmware to one version on every node (mlxfwmanager / mstflint)"),
     ("GPU memory", Status.WARN, "use nodes with the same GPU memory, or size the job for the smallest"),
     ("kernel", Status.WARN, "align kernels (and with them the NVIDIA and InfiniBand drivers)"),
     ("glibc", Status.WARN, "align the OS images"),
 ]
-CRITICAL_XIDS = {48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 123, 140}
-HW_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"}
 
 
 @dataclass
@@ -189,46 +191,6 @@ def clock(ctx: EnvContext) -> List[Finding]:
     return findings
 
 
-def gpu_health(ctx: EnvContext) -> List[Finding]:
-    """Row 23: uncorrectable ECC errors, row remapping, retired pages, Xid events, throttling."""
-    fail, warn = {}, {}
-    for p in ctx.ok:
-        problems_fail, problems_warn = [], []
-        for gpu in gpus(p.facts):
-            tag = f"GPU {gpu.get('index')}"
-            if (gpu.get("ecc_uncorrected_volatile") or 0) > 0:
-                problems_fail.append(f"{tag}: {gpu['ecc_uncorrected_volatile']} uncorrectable ECC errors since boot")
-            if gpu.get("remap_failure"):
-                problems_fail.append(f"{tag}: row remapping failed")
-            if gpu.get("remapped_pending"):
-                problems_warn.append(f"{tag}: row remap pending (reset the GPU)")
-            if gpu.get("retired_pages_pending"):
-                problems_warn.append(f"{tag}: page retirement pending (reset the GPU)")
-            if (gpu.get("temperature_c") or 0) >= ctx.limits.gpu_temp_warn_c:
-                problems_warn.append(f"{tag}: {gpu['temperature_c']} C")
-            throttled = sorted(HW_THROTTLE.intersection(gpu.get("throttle") or []))
-            if throttled:
-                problems_warn.append(f"{tag}: clocks held down ({', '.join(throttled)})")
-        for event in get(p.facts, "kernel_log", "xid", default=[]) or []:
-            target = problems_fail if event.get("xid") in CRITICAL_XIDS else problems_warn
-            target.append(f"Xid {event.get('xid')} on {event.get('pci')}: {event.get('line')}")
-        if problems_fail:
-            fail[p.name] = "; ".join(problems_fail[:4])
-        if problems_warn:
-            warn[p.name] = "; ".join(problems_warn[:4])
-    remedy = ("drain the node and have the GPU checked (nvidia-smi -q -d ECC,ROW_REMAPPER; "
-              "https://docs.nvidia.com/deploy/xid-errors/); a pending remap or retirement clears with a GPU reset")
-    findings = []
-    if fail:
-        findings += nodes_finding("gpu.health", Status.FAIL, fail, "GPU faults on {nodes}", remedy, "")
-    if warn:
-        findings += nodes_finding("gpu.health.warn" if fail else "gpu.health", Status.WARN, warn,
-                                   "GPU warnings on {nodes}", remedy, "")
-    if not findings and any(gpus(p.facts) for p in ctx.ok):
-        findings.append(Finding("gpu.health", Status.OK, "no ECC errors, remaps, Xid events or throttling"))
-    return findings
-
-
 def slots(ctx: EnvContext) -> List[Finding]:
     """Row 22: slots (ranks per node) must equal the GPUs on a GPU node."""
     bad = {}
@@ -310,13 +272,6 @@ def deep_imports(ctx: EnvContext) -> List[Finding]:
 
 
 RULES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    python_version, must_match, required_packages, shm, memlock, nofile, clock, gpu_health, slots, workdir, pdsh,
+    python_version, must_match, required_packages, shm, memlock, nofile, clock, slots, workdir, pdsh,
     deep_imports, env_vars,
 ]
-
-
-def judge(ctx: EnvContext) -> List[Finding]:
-    findings: List[Finding] = []
-    for rule in RULES:
-        findings += rule(ctx)
-    return findings

@@ -39,9 +39,23 @@ def gpus(doc: Dict) -> List[Dict]:
 
 
 def gpu_count(doc: Dict) -> Optional[int]:
-    if get(doc, "gpu") is None:
+    """None when the GPUs could not be read (no section, or nvidia-smi said nothing readable)."""
+    if get(doc, "gpu") is None or get(doc, "gpu", "error"):
         return None
     return len(gpus(doc))
+
+
+def pci_key(bus_id: Optional[str]) -> str:
+    """One spelling for a GPU's PCI address: '00000000:3B:00.0' (nvidia-smi, NVML) and
+    'PCI:0000:3b:00' (an Xid line) both become '0000:3b:00' (domain:bus:device)."""
+    text = (bus_id or "").strip().lower()
+    if text.startswith("pci:"):
+        text = text[4:]
+    parts = text.split(":")
+    if len(parts) != 3:
+        return text or "?"
+    domain, bus, devfn = parts
+    return f"{domain[-4:]:0>4}:{bus}:{devfn.split('.')[0]}"
 
 
 def package(doc: Dict, name: str) -> Optional[str]:

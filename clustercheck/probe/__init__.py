@@ -13,7 +13,8 @@ import zlib
 from typing import Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HELPERS = ("nodelib",)
+# The helper modules each program imports, in the order they must be registered.
+HELPERS = {"env_probe": ("nodelib", "gpuprobe", "kernlog", "fabric"), "net_probe": ("nodelib",)}
 
 # argv[1] is "name:blob,name:blob,...": the helpers become importable modules, the last
 # entry runs as __main__ with argv as if the file itself had been run.
@@ -42,6 +43,6 @@ def _packed(name: str) -> str:
 def inline_command(python: str, name: str, args: Sequence[str] = ()) -> str:
     """A shell command that runs program `name` ("env_probe") with `python` and `args` on the node."""
     name = name[:-3] if name.endswith(".py") else name
-    bundle = ",".join(f"{n}:{_packed(n)}" for n in (*HELPERS, name))
+    bundle = ",".join(f"{n}:{_packed(n)}" for n in (*HELPERS.get(name, ("nodelib",)), name))
     argv = [python, "-c", _BOOTSTRAP, bundle, *args]
     return " ".join(shlex.quote(a) for a in argv)

@@ -1,0 +1,170 @@
+"""NVIDIA Xid events from the kernel log: every distinct (Xid, GPU) with its count, first and
+last time and latest message, so that a storm of routine events never pushes a critical one out.
+
+Standard library only, Python 3.6+; shipped with env_probe.py. Reads /dev/kmsg (this boot),
+else `journalctl -k -b 0`, else /var/log/kern.log or /var/log/messages. Lines may come in
+any of the formats people paste: kmsg records, `dmesg`, `dmesg -T`, ISO (`dmesg --time-format
+iso`, `journalctl -o short-iso`) and syslog's kern.log. When no source can be read the result
+says so ("readable": false, with why): no Xid events seen is not "no Xid events".
+"""
+
+import os
+import re
+import shutil
+import time
+
+try:  # imported as part of the clustercheck package (the tests)
+    from .nodelib import read, run
+except ImportError:  # shipped to a node
+    from nodelib import read, run
+
+XID_RE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+PCI_RE = re.compile(r"\b([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\b")
+KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+STAMPS = (   # (pattern near the start of a line, how to make it a time people read)
+    (re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})"), lambda m, boot: m.group(1).replace(" ", "T")),
+    (re.compile(r"^\[\s*(\w{3} \w{3}\s+\d+ \d{2}:\d{2}:\d{2} \d{4})\]"),
+     lambda m, boot: _iso(time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")))),
+    (re.compile(r"^([A-Za-z]{3,9}\s+\d+ \d{2}:\d{2}:\d{2}) "), lambda m, boot: m.group(1)),
+    (re.compile(r"^\[\s*(\d+\.\d+)\]"),
+     lambda m, boot: _iso(boot + float(m.group(1))) if boot else "%s s after boot" % m.group(1)),
+)
+MAX_DISTINCT = 256      # distinct (Xid, GPU) pairs kept; the count of the rest is kept too
+LOG_TAIL_BYTES = 32 * 2 ** 20
+KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages")
+
+
+def _iso(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(seconds))
+
+
+def boot_time(procfs="/proc"):
+    for line in (read(os.path.join(procfs, "stat"), "") or "").splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return None
+
+
+def stamp_of(line, boot=None):
+    head = line[:64]
+    for pattern, show in STAMPS:
+        match = pattern.search(head)
+        if match:
+            try:
+                return show(match, boot)
+            except (ValueError, OverflowError):
+                return match.group(1)
+    return None
+
+
+def pci_of(text):
+    """'PCI:0000:3b:00' -> '0000:3b:00' (domain:bus:device, lower case), the key GPUs are matched by."""
+    text = text.strip()
+    if text.upper().startswith("PCI:"):
+        text = text[4:]
+    return text.lower()
+
+
+def xid_events(lines, boot=None):
+    """Aggregate Xid lines: one entry per distinct (Xid, GPU), in order of first appearance."""
+    found, order, other = {}, [], 0
+    mentioned = "?"   # the GPU an NVRM message named last: "fallen off the bus" may come lines later
+    for line in lines:
+        match = XID_RE.search(line)
+        if "NVRM" in line and PCI_RE.search(line):
+            mentioned = pci_of(PCI_RE.search(line).group(1))
+        if match:
+            xid, pci, said_again = int(match.group(2)), pci_of(match.group(1)), False
+        elif "fallen off the bus" in line and "NVRM" in line:   # may be said without an Xid line
+            xid, pci, said_again = 79, mentioned, True
+        else:
+            continue
+        message = line.split("NVRM: ", 1)[-1].strip()[:300]
+        when = stamp_of(line, boot)
+        key = (xid, pci)
+        if key not in found:
+            if len(found) >= MAX_DISTINCT:
+                other += 1
+                continue
+            found[key] = {"xid": xid, "pci": pci, "count": 0, "first": when, "first_line": message}
+            order.append(key)
+        elif said_again:   # the driver's own words for an Xid 79 already counted
+            continue
+        event = found[key]
+        event["count"] += 1
+        event["last"] = when
+        event["line"] = message
+    events = [found[key] for key in order]
+    return events, other
+
+
+def read_kmsg(limit_s=2.0, path="/dev/kmsg"):
+    """Messages of the kernel ring buffer, read without blocking, with their time since boot.
+
+    /dev/kmsg hands out one record per read; a regular file in its format (a saved copy)
+    comes in chunks, so records are cut at newlines either way. Continuation lines (" KEY=")
+    are dropped."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    lines, pending = [], b""
+    deadline = time.time() + limit_s
+    try:
+        while time.time() < deadline:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == 32:  # EPIPE: overwritten while reading; go on
+                    continue
+                raise
+            if not chunk:
+                break
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for record in complete:
+                match = KMSG_RE.match(record.decode("utf-8", "replace"))
+                if match:
+                    lines.append("[%.6f] %s" % (int(match.group(3)) / 1e6, match.group(4)))
+    finally:
+        os.close(fd)
+    return lines
+
+
+def _tail(path, limit=LOG_TAIL_BYTES):
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - limit))
+        return handle.read().decode("utf-8", "replace").splitlines()
+
+
+def _journal():
+    journalctl = shutil.which("journalctl")
+    if journalctl is None:
+        raise OSError("no journalctl")
+    code, out, err = run([journalctl, "-k", "-b", "0", "-o", "short-iso", "--no-pager", "-q"])
+    if code != 0 or not out.strip():   # no rights: journalctl prints nothing, or a hint on stderr
+        raise OSError((err.strip().splitlines() or ["no entries (not in group systemd-journal or adm?)"])[0][:200])
+    return out.splitlines()
+
+
+def collect_kernel_log(args):
+    """Xid events of this boot from the first source that can be read."""
+    boot = boot_time()
+    reasons = []
+    sources = [("/dev/kmsg", read_kmsg), ("journalctl -k -b 0", _journal)]
+    sources += [(path, lambda path=path: _tail(path)) for path in KERNEL_LOG_FILES if os.path.exists(path)]
+    for name, reader in sources:
+        try:
+            lines = reader()
+        except (OSError, ValueError) as exc:
+            reasons.append("%s: %s" % (name, getattr(exc, "strerror", None) or exc))
+            continue
+        events, other = xid_events(lines, boot)
+        doc = {"readable": True, "source": name, "lines": len(lines), "xid": events}
+        if other:
+            doc["xid_not_kept"] = other
+        if boot:
+            doc["boot"] = _iso(boot)
+        return doc
+    return {"readable": False, "reason": "; ".join(reasons), "xid": []}
