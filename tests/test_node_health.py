@@ -343,3 +343,16 @@ def test_roce_is_reported_as_roce_and_counters_and_firmware_are_judged():
     assert checks["same.HCA firmware"].nodes == ["node02"] and "28.39.1002" in checks["same.HCA firmware"].summary
     assert "mlx5_1/1: link_downed 255" in checks["rdma.counters"].evidence[0]
     assert checks["rdma.counters"].status is Status.WARN
+
+
+def test_the_report_shows_each_distinct_topology_once():
+    from clustercheck.env.render import render_markdown
+    def apply(i, doc):
+        with_gpus()(i, doc)
+        topo_doc("topo-m-dgx-a100.txt" if i == 2 else "topo-m-8xh200-10nic.txt")(doc)
+    probed = cluster(change=apply)
+    result = evaluate(probed, Config())
+    text = render_markdown(probed, result.values, result.findings, Config(), "clustercheck env nodes.txt")
+    section = text[text.index("## GPU topology"):]
+    assert "node[01-02,04]:" in section and "node03:" in section
+    assert "| GPU0 | X | NV18 |" in section and "| GPU0 | X | NV12 |" in section

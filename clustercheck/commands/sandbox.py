@@ -72,7 +72,9 @@ def status(name):
 @name_option
 def fault(knob, node, value, name):
     """Make a fault on NODE: slow MBIT, drop PORT[:HIGH], reject PORT[:HIGH], mtu MTU,
-    set-env VAR=VALUE, loopback-hostname, stop-sshd, start-sshd, blackhole, or clear (undo all)."""
+    set-env VAR=VALUE, hide PROGRAM, nvidia-smi XML (a stand-in printing a recorded nvidia-smi -q -x),
+    kernel-log FILE (the node's /dev/kmsg), loopback-hostname, stop-sshd, start-sshd, blackhole, crash,
+    or clear (undo all)."""
     func, value_name, kind = faults.KNOBS[knob]
     try:
         box = Sandbox.load(name)

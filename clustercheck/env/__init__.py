@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 import click
 
 from clustercheck.config import Config, load_config
-from clustercheck.env import render
+from clustercheck.env import render, topology
 from clustercheck.env.facts import comparable
 from clustercheck.env.judges import judge
 from clustercheck.env.rules import EnvContext
@@ -112,7 +112,8 @@ class EnvStage(Stage):
                                       command)
 
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
-        return ["## Versions and settings", "", render.facts_markdown(result.facts.probed, result.facts.values), ""]
+        return ["## Versions and settings", "", render.facts_markdown(result.facts.probed, result.facts.values), "",
+                *topology.markdown(result.facts.probed)]
 
     def report_json(self, result: StageResult) -> Dict:
         return {"versions": result.facts.values}

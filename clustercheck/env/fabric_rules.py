@@ -1,5 +1,5 @@
 """RDMA ports (InfiniBand and RoCE), judged per port: down ports, links without a subnet
-manager, ports trained at a lower rate, error counters. Row 9 and 26 of docs/failures.md.
+manager, ports trained at a lower rate, error counters. Rows 9 and 26 of docs/failures.md.
 
 A port that is down is a finding on its own, not only when nodes differ. A port down on
 every node may be one nobody cabled: a warning, silenced by naming the ports NCCL should use

@@ -2,7 +2,7 @@
 Xids that report them), other Xids by NVIDIA's catalogue, MIG, heat; and what could not be read.
 
 One finding per GPU fault, naming the node, the GPU's index and its PCI address, so a
-person can drain the node and file the ticket. Rows 23 and 25 of docs/failures.md.
+person can drain the node and file the ticket. Rows 23, 25 and 28 of docs/failures.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ REMEDIES = {
     "xid": "act as NVIDIA's Xid catalogue says for it (https://docs.nvidia.com/deploy/xid-errors/); drain the "
            "node until then",
     "mig": "turn MIG off for training: sudo nvidia-smi -i INDEX -mig 0, then reset the GPU (nvidia-smi -r) or "
-           "reboot; DDP, FSDP and DeepSpeed need whole GPUs and NCCL does not span MIG instances",
+           "reboot; a process sees one MIG slice, and NCCL's MIG support is experimental and without P2P",
     "heat": "check cooling and power capping (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
 }
 

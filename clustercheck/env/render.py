@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from clustercheck.compare import group_by_value
 from clustercheck.config import Config, as_dict
+from clustercheck.env import topology
 from clustercheck.inventory import fold
 from clustercheck.node.probe import Probed
 from clustercheck.render import cell, findings_lines, findings_markdown, report_header
@@ -94,6 +95,7 @@ def render_markdown(probed: Sequence[Probed], values: Dict[str, Dict[str, str]],
     out += findings_markdown(findings)
     out += ["## Facts", "", "Values shared by the most nodes first; a fact with one row is the same everywhere.", "",
             facts_markdown(probed, values), ""]
+    out += topology.markdown(probed)
     unreached = [p for p in probed if p.facts is None]
     if unreached:
         out += ["## Not probed", ""]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from clustercheck.compare import group_by_value
 from clustercheck.env.rules import EnvContext
 from clustercheck.inventory import fold
 from clustercheck.node.facts import get
 from clustercheck.node.judges import nodes_finding
+from clustercheck.node.probe import Probed
 from clustercheck.result import Finding, Status
 
 # Nearest first: NVLink, then PCIe paths by how much they cross (nvidia-smi's own legend).
@@ -168,9 +169,9 @@ def judge(ctx: EnvContext) -> List[Finding]:
     return _compare(ctx, topos) + _far_nics(ctx, topos) + _nvlinks(ctx)
 
 
-def markdown(ctx_probed, facts_of) -> List[str]:
+def markdown(probed: Sequence[Probed]) -> List[str]:
     """The report's GPU topology section: each distinct matrix once, with the nodes that have it."""
-    topos = {p.name: parse_topo_m(get(facts_of(p), "gpu", "topology", "topo_m")) for p in ctx_probed}
+    topos = {p.name: parse_topo_m(get(p.facts, "gpu", "topology", "topo_m")) for p in probed if p.facts}
     topos = {n: t for n, t in topos.items() if t is not None}
     if not topos:
         return []

@@ -19,7 +19,7 @@ except ImportError:  # shipped to a node
 THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
                  0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
                  0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
-TEXT_LIMIT = 64 * 1024   # topo -m of 8 GPUs and 10 NICs is ~3 KB; nvlink -s of 8 H100s ~10 KB
+TEXT_LIMIT = 64 * 1024   # shipped text: topo -m of 8 GPUs and 10 NICs is ~3 KB, nvlink -s of 8 H100s ~10 KB
 
 
 def _text(value):
@@ -171,19 +171,19 @@ def parse_nvidia_smi_xml(xml_text):
             "gpus": [_xml_gpu(index, node) for index, node in enumerate(root.findall("gpu"))]}
 
 
-def _smi_text(smi, args):
-    """(text, None) or (None, why) for an nvidia-smi subcommand."""
+def _smi_text(smi, args, limit=None):
+    """(text, None) or (None, why) for an nvidia-smi subcommand; text cut at `limit` characters."""
     code, out, err = run([smi] + args)
     if code != 0:
         return None, "nvidia-smi %s: %s" % (" ".join(args), (err.strip() or out.strip() or "exit %s" % code)[:300])
-    return out[:TEXT_LIMIT], None
+    return out[:limit], None
 
 
 def collect_topology(smi):
     """`nvidia-smi topo -m` and `nvidia-smi nvlink -s` as printed; the controller reads them."""
     topology = {}
     for key, args in (("topo_m", ["topo", "-m"]), ("nvlink_s", ["nvlink", "-s"])):
-        text, error = _smi_text(smi, args)
+        text, error = _smi_text(smi, args, TEXT_LIMIT)
         topology[key] = text
         if error:
             topology[key + "_error"] = error

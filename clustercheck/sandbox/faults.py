@@ -6,10 +6,11 @@ Each knob records itself in the sandbox state so `status` shows it and `clear` u
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import time
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 from clustercheck.sandbox.cluster import Sandbox, SandboxError, SandboxNode, _pid_alive, sh
 
@@ -183,6 +184,64 @@ def set_env(box: Sandbox, name: str, assignment: str) -> None:
     _record(box, node, f"env {assignment}")
 
 
+def stand_in(box: Sandbox, name: str, program: str, outputs: Dict[str, str], bin_dir: str = "/usr/local/sbin") -> None:
+    """On this node only, `program` on PATH prints recorded files: outputs maps its arguments
+    ("-q -x") to a file; any other arguments fail as the real tool does on a bad flag. For tools
+    that cannot run here (nvidia-smi without a GPU), fed with output recorded on real machines.
+
+    The node sees `bin_dir` (on sshd's PATH) as a directory of links to what is there plus
+    the stand-in; the host's directory is not touched."""
+    node = box.node(name)
+    own = os.path.join(box.dir, f"bin.{node.name}")
+    if bin_dir not in node.mounts:
+        shutil.rmtree(own, ignore_errors=True)
+        os.makedirs(own)
+        for entry in os.listdir(bin_dir) if os.path.isdir(bin_dir) else []:
+            os.symlink(os.path.join(bin_dir, entry), os.path.join(own, entry))
+    cases = ""
+    for number, (args, path) in enumerate(outputs.items()):   # copied: the nodes' /tmp is their own
+        copy = os.path.join(own, f".{program}.{number}")
+        shutil.copyfile(path, copy)
+        cases += f"  {shlex.quote(args)}) cat {shlex.quote(copy)} ;;\n"
+    script = os.path.join(own, program)
+    with open(script, "w") as handle:
+        handle.write(f'#!/bin/sh\ncase "$*" in\n{cases}  *) echo "{program}: invalid option: $*" >&2; exit 2 ;;\n'
+                     "esac\n")
+    os.chmod(script, 0o755)
+    if bin_dir not in node.mounts:
+        bind(box, name, own, bin_dir)
+    _record(box, node, f"stand-in {program}: {', '.join(sorted(outputs))}")
+
+
+def kernel_log(box: Sandbox, name: str, lines: Sequence[str]) -> None:
+    """On this node only, /dev/kmsg holds these kernel messages (records of this boot, in
+    /dev/kmsg's own format) instead of the host's: what a GPU node's kernel said."""
+    node = box.node(name)
+    path = os.path.join(box.dir, f"kmsg.{node.name}")
+    with open(path, "w") as handle:
+        for seq, line in enumerate(lines):
+            handle.write(f"4,{seq},{1000000 + seq},-;{line}\n")
+    bind(box, name, path, "/dev/kmsg")
+
+
+def nvidia_smi(box: Sandbox, name: str, xml_path: str) -> None:
+    """`sandbox fault nvidia-smi NODE FILE`: the node's nvidia-smi -q -x prints FILE (a recorded XML)."""
+    if not os.path.isfile(xml_path):
+        raise SandboxError(f"no such file: {xml_path}")
+    stand_in(box, name, "nvidia-smi", {"-q -x": xml_path})
+
+
+def kernel_log_file(box: Sandbox, name: str, path: str) -> None:
+    """`sandbox fault kernel-log NODE FILE`: the node's /dev/kmsg holds FILE's lines (dmesg stamps dropped)."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise SandboxError(f"cannot read {path}: {exc.strerror}") from None
+    kernel_log(box, name, [line.split("] ", 1)[1] if line.startswith("[") and "] " in line else line
+                           for line in lines])
+
+
 def clear(box: Sandbox, name: str) -> None:
     """Undo every fault on the node."""
     node = box.node(name)
@@ -215,6 +274,8 @@ KNOBS = {
     "set-env": (set_env, "VAR=VALUE", str),
     "mtu": (set_mtu, "MTU", int),
     "hide": (hide_program, "PROGRAM", str),
+    "nvidia-smi": (nvidia_smi, "XML", str),
+    "kernel-log": (kernel_log_file, "FILE", str),
     "loopback-hostname": (hostname_to_loopback, None, None),
     "stop-sshd": (stop_sshd, None, None),
     "start-sshd": (start_sshd, None, None),
