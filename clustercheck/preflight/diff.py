@@ -24,7 +24,7 @@ class Changes:
 
     @property
     def worse(self) -> bool:
-        return bool(self.nodes_gone or any(f["status"] == "FAIL" for f in self.new_findings)
+        return bool(self.nodes_gone or any(f["status"] in ("FAIL", "UNKNOWN") for f in self.new_findings)
                     or any(ratio < 1 - self.threshold for _, _, _, ratio in self.bandwidth))
 
     @property

@@ -152,8 +152,10 @@ def collect_kernel_log(args):
     """Xid events of this boot from the first source that can be read."""
     boot = boot_time()
     reasons = []
-    sources = [("/dev/kmsg", read_kmsg), ("journalctl -k -b 0", _journal)]
-    sources += [(path, lambda path=path: _tail(path)) for path in KERNEL_LOG_FILES if os.path.exists(path)]
+    sources = [("/dev/kmsg", read_kmsg)]
+    if os.path.exists("/proc/driver/nvidia"):   # the slower sources only where an NVIDIA driver could log Xids
+        sources += [("journalctl -k -b 0", _journal)]
+        sources += [(path, lambda path=path: _tail(path)) for path in KERNEL_LOG_FILES if os.path.exists(path)]
     for name, reader in sources:
         try:
             lines = reader()
