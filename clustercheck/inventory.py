@@ -112,8 +112,8 @@ def _split_target(target: str, source: str, line: int):
         if ":" in host:  # a bare IPv6 address: no port syntax supported
             host, number = target, ""
         if number:
-            if number.isdigit() and 0 < int(number) < MPICH_SLOTS_BELOW and int(number) != 22:
-                slots = int(number)   # MPICH / Intel MPI machinefile: host:ranks
+            if number.isdigit() and 0 < int(number) < MPICH_SLOTS_BELOW and int(number) != 22 and user is None:
+                slots = int(number)   # MPICH / Intel MPI machinefile: host:ranks (never with user@)
             else:
                 port = parse_port(number, source, line)
             target = host

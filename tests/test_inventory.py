@@ -124,5 +124,5 @@ def test_mpich_and_open_mpi_machinefiles_are_read_for_what_they_are():
     assert [(n.name, n.slots, n.port) for n in mpich] == [("node1", 8, None), ("node2", 8, None)]
     openmpi = parse_inventory("node1 slots=8 max_slots=16\n", "hostfile")
     assert (openmpi[0].slots, openmpi[0].port) == (8, None)
-    ports = parse_inventory("login2:2222\nlogin3:22\n", "nodes")
-    assert [(n.slots, n.port) for n in ports] == [(None, 2222), (None, 22)]
+    ports = parse_inventory("login2:2222\nlogin3:22\nalice@login4:222\n", "nodes")
+    assert [(n.slots, n.port) for n in ports] == [(None, 2222), (None, 22), (None, 222)]

@@ -75,10 +75,21 @@ def test_a_kmsg_record_file_is_read_by_records(tmp_path):
     path = tmp_path / "kmsg"
     path.write_text("".join(f"4,{i},{93297027938 + i},-;{line.split('] ', 1)[1]}\n SUBSYSTEM=pci\n"
                             for i, line in enumerate(lines * 3000)))
-    read = kernlog.read_kmsg(path=str(path))
-    assert len(read) == len(lines) * 3000
+    read, first = kernlog.read_kmsg(path=str(path))
+    assert len(read) == len(lines) * 3000 and first == 0
     events, _ = kernlog.xid_events(read)
     assert events[0]["count"] == len(lines) * 3000
+
+
+def test_events_before_the_driver_last_loaded_are_history():
+    log = recorded("kmsg", "dmesg-T-xid119-gpud.txt").splitlines()
+    reload = ["[Sun Feb 23 17:00:00 2025] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.183.01"]
+    assert kernlog.xid_events(kernlog.since_driver_load(log + reload))[0] == []
+    assert len(kernlog.xid_events(kernlog.since_driver_load(log))[0]) == 1
+    boots = ["Feb 20 10:00:00 n1 kernel: [  0.000000] Linux version 5.15.0-112-generic",
+             "Feb 20 11:00:00 n1 kernel: [3600.0] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.",
+             "Feb 21 10:00:00 n1 kernel: [  0.000000] Linux version 5.15.0-112-generic"]
+    assert kernlog.since_boot(boots) == boots[2:]
 
 
 def test_xid_154_to_none_is_ok_and_an_unknown_xid_is_not():
@@ -179,6 +190,36 @@ def test_nvidia_smi_printing_garbage_is_unknown_not_healthy(tmp_path, monkeypatc
     assert Status.UNKNOWN.exit_code == 3
 
 
+def test_nvidia_smi_finding_no_devices_is_no_gpus_not_unknown(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(gpuprobe, "gpus_from_nvml", lambda: (_ for _ in ()).throw(ImportError()))
+    section = gpuprobe.collect_gpus({})
+    assert section["gpus"] == [] and "error" not in section and "No devices were found" in section["reason"]
+
+
+def test_odd_documents_do_not_crash_the_judges():
+    def odd(i, doc):
+        doc["gpu"] = gpu_section("h100-x8-driver-580.xml")
+        doc["gpu"]["gpus"].append(None)
+        doc["kernel_log"] = {"readable": True, "xid": [None, {"xid": 13, "pci": None, "count": None},
+                                                         {"xid": "13"}]}
+    findings = judged(cluster(change=odd))
+    assert [f.check for f in bad(findings)] == ["gpu.xid"] * 4
+
+
+def test_the_ok_line_says_what_was_read_for_gpus_without_ecc():
+    def consumer(i, doc):
+        doc["gpu"] = gpu_section("rtx-4090-driver-535.xml", copies=1)
+        doc["kernel_log"] = {"readable": True, "xid": [], "source": "/dev/kmsg", "from": "2026-11-20T10:00:00"}
+    [ok] = [f for f in judged(cluster(change=consumer)) if f.check == "gpu.health"]
+    assert "MIG" not in ok.summary and "ECC" not in ok.summary and "row remaps" in ok.summary
+    assert "node01: ECC off or not supported on GPU 0" in ok.evidence
+    assert "node01: the kernel log (/dev/kmsg) reaches back only to 2026-11-20T10:00:00" in ok.evidence
+
+
 def test_an_unreadable_kernel_log_is_not_no_xid_events():
     def locked(i, doc):
         doc["gpu"] = gpu_section("h100-x8-driver-580.xml")
@@ -239,11 +280,36 @@ def test_inactive_nvlinks_fail_naming_the_gpus():
 
 
 def test_a_gpu_whose_nearest_nic_is_across_the_cpus_warns():
-    """Built from the PCIe box's real matrix with its GPU0-side NIC gone (as when it is not seen)."""
-    text = recorded("topo", "topo-m-2xa100-pcie.txt")
-    topo = parse_topo_m(text)
-    topo.nics = ["mlx5_1"]
-    assert topo.nearest_nic("GPU0") == "SYS" and topo.nearest_nic("GPU1") == "NODE"
+    """The PCIe box's recorded matrix with its mlx5_0 column and row cut out (as when that NIC is
+    not seen): GPU0's only NIC is then across the CPU interconnect."""
+    lines = recorded("topo", "topo-m-2xa100-pcie.txt").splitlines()
+    cut = "\n".join("\t".join(c for i, c in enumerate(line.split("\t")) if i != 3) for line in lines
+                    if not line.startswith("mlx5_0"))
+    assert parse_topo_m(cut).nics == ["mlx5_1"]
+
+    def apply(i, doc):
+        with_gpus(xml="a100-driver-570.xml")(i, doc)
+        doc["gpu"]["topology"] = {"topo_m": cut if i == 1 else recorded("topo", "topo-m-2xa100-pcie.txt")}
+    findings = bad(judged(cluster(change=apply)))
+    [far] = [f for f in findings if f.check == "gpu.topology.nic"]
+    assert far.status is Status.WARN and far.nodes == ["node02"] and "GPU0: nearest NIC" in far.evidence[0]
+    assert not [f for f in judged(cluster(change=with_gpus(xml="a100-driver-570.xml")))
+                if f.check == "gpu.topology.nic"]
+
+
+def test_a_gpu_whose_links_are_all_inactive_fails():
+    """Current drivers print one line instead of the links (leptonai/gpud#1085, a B200 in production)."""
+    def apply(i, doc):
+        with_gpus()(i, doc)
+        doc["gpu"]["topology"] = {"nvlink_s": recorded("topo", "nvlink-s-b200-all-inactive-gpud-1085.txt" if i == 3
+                                                       else "nvlink-s-8xa100.txt")}
+    [nvlink] = [f for f in bad(judged(cluster(change=apply))) if f.check == "gpu.nvlink"]
+    assert nvlink.nodes == ["node04"] and "GPU 2 all links" in nvlink.evidence[0]
+    # A cluster where no GPU has NVLink (cards without a bridge) has nothing to compare: no finding, no claim.
+    def none(i, doc):
+        with_gpus()(i, doc)
+        doc["gpu"]["topology"] = {"nvlink_s": recorded("topo", "nvlink-s-b200-all-inactive-gpud-1085.txt")}
+    assert [f for f in judged(cluster(change=none)) if f.check == "gpu.nvlink"] == []
 
 
 # ---- InfiniBand and RoCE -----------------------------------------------------------------------
@@ -298,6 +364,11 @@ def test_ports_down_on_every_node_are_still_a_finding():
     [fail] = [f for f in bad(judged(cluster(change=wanted))) if f.status is Status.FAIL]
     assert fail.check == "rdma.port.down" and "mlx5_2/1" in fail.evidence[0] and "NCCL_IB_HCA names it" in \
         fail.evidence[0]
+    # An exclusion list that names other ports says nothing of these: still unused, not named.
+    def other(i, doc):
+        with_ports(lambda i: ports)(i, doc)
+        doc["env"]["NCCL_IB_HCA"] = "^mlx5_bond"
+    assert [(f.check, f.status) for f in bad(judged(cluster(change=other)))] == [("rdma.port.unused", Status.WARN)]
     # Excluded by name, it is no finding at all.
     def excluded(i, doc):
         with_ports(lambda i: ports)(i, doc)
@@ -341,8 +412,11 @@ def test_roce_is_reported_as_roce_and_counters_and_firmware_are_judged():
     assert values["RoCE"] == "1/1 ports active, 200 Gb/sec (2X NDR)"
     checks = {f.check: f for f in bad(result.findings)}
     assert checks["same.HCA firmware"].nodes == ["node02"] and "28.39.1002" in checks["same.HCA firmware"].summary
-    assert "mlx5_1/1: link_downed 255" in checks["rdma.counters"].evidence[0]
-    assert checks["rdma.counters"].status is Status.WARN
+    counters = checks["rdma.counters"]
+    assert counters.status is Status.WARN
+    assert "mlx5_1/1: link_downed 255, excessive_buffer_overrun_errors 15" in counters.evidence[0]
+    assert "mlx5_0/1: excessive_buffer_overrun_errors 15;" in counters.evidence[0]   # 15 is over 10
+    assert "port_rcv_errors" not in counters.evidence[0]                             # 14 is under 100
 
 
 def test_the_report_shows_each_distinct_topology_once():

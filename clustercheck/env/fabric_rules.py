@@ -1,10 +1,11 @@
 """RDMA ports (InfiniBand and RoCE), judged per port: down ports, links without a subnet
 manager, ports trained at a lower rate, error counters. Rows 9 and 26 of docs/failures.md.
 
-A port that is down is a finding on its own, not only when nodes differ. A port down on
-every node may be one nobody cabled: a warning, silenced by naming the ports NCCL should use
-in NCCL_IB_HCA. A port down where the same port is up on other nodes, or one NCCL_IB_HCA
-asks for, fails.
+A port that is down is a finding on its own, not only when nodes differ. A port down where
+the same port is up on other nodes, one NCCL_IB_HCA asks for, or one whose link is up without
+a subnet manager, fails. A port down on every node that has it warns: it may be unused (a dual-port HCA's
+second port) or uncabled everywhere; naming the ports NCCL should use in NCCL_IB_HCA says
+which, and then a port left out is no finding.
 """
 
 from __future__ import annotations
@@ -33,21 +34,28 @@ def port_name(port: Dict) -> str:
     return f"{port.get('device')}/{port.get('port')}"
 
 
-def hca_wanted(env_value: Optional[str], port: Dict) -> Optional[bool]:
-    """Does NCCL_IB_HCA (e.g. "mlx5_0:1,mlx5_1", "^mlx5_3", "=mlx5_0") ask for this port?
-    None when unset (NCCL then uses every active port)."""
-    if not env_value:
-        return None
+NAMED, EXCLUDED, UNSAID = "named", "excluded", "unsaid"
+
+
+def hca_mention(env_value: Optional[str], port: Dict) -> str:
+    """What NCCL_IB_HCA (e.g. "mlx5_0:1,mlx5_1", "^mlx5_3", "=mlx5_0") says of this port: NAMED
+    (NCCL is told to use it), EXCLUDED (told not to, or not in a list of the ports to use), or
+    UNSAID (unset, or an exclusion list that does not name it: NCCL uses it when it is active)."""
+    if not env_value or not env_value.strip():
+        return UNSAID
     text = env_value.strip()
     exclude = text.startswith("^")
-    exact = text.lstrip("^").startswith("=")
+    body = text.lstrip("^")
+    exact = body.startswith("=")
     named = False
-    for item in text.lstrip("^").lstrip("=").split(","):
+    for item in body.lstrip("=").split(","):
         device, _, number = item.strip().partition(":")
         hit = port.get("device") == device if exact else str(port.get("device", "")).startswith(device)
-        if hit and (not number or number == str(port.get("port"))):
+        if device and hit and (not number or number == str(port.get("port"))):
             named = True
-    return not named if exclude else named
+    if exclude:
+        return EXCLUDED if named else UNSAID
+    return NAMED if named else EXCLUDED
 
 
 def _ports(ctx: EnvContext) -> Dict[str, List[Dict]]:
@@ -68,14 +76,15 @@ def ports(ctx: EnvContext) -> List[Finding]:
         for port in by_node.get(p.name, []):
             name, state = port_name(port), port.get("state")
             if state != "ACTIVE":
-                wanted = hca_wanted(wanted_env, port)
+                mention = hca_mention(wanted_env, port)
                 text = f"{kind(port)} {name} is {state or 'in no state'} (physical: {port.get('phys_state')})"
                 if port.get("phys_state") == "LinkUp":
                     text += ": the link is up but no subnet manager configured it"
-                if wanted is False:
-                    continue
-                elif wanted or name in active_somewhere or port.get("phys_state") == "LinkUp":
-                    down_fail.setdefault(p.name, []).append(text + (" and NCCL_IB_HCA names it" if wanted else ""))
+                if mention == EXCLUDED:
+                    continue   # NCCL_IB_HCA keeps NCCL off it
+                if mention == NAMED or name in active_somewhere or port.get("phys_state") == "LinkUp":
+                    down_fail.setdefault(p.name, []).append(text + (" and NCCL_IB_HCA names it"
+                                                                    if mention == NAMED else ""))
                 else:
                     down_warn.setdefault(p.name, []).append(text)
                 continue
@@ -89,17 +98,21 @@ def ports(ctx: EnvContext) -> List[Finding]:
         "manager for ports stuck in INIT), or leave the node out; NCCL hangs or slows on a missing rail", "")
     findings += nodes_finding(
         "rdma.port.unused", Status.WARN, {n: "; ".join(t) for n, t in down_warn.items()},
-        "RDMA ports down on every node that has them: {nodes}",
-        "cable them, or name the ports training uses in NCCL_IB_HCA (e.g. mlx5_0:1,mlx5_1:1) to say these are "
-        "unused", "")
+        "RDMA ports down on every node that has them (unused, or uncabled everywhere?): {nodes}",
+        "cable them; or, if they are not meant for training (a dual-port HCA's second port), name the ports "
+        "training uses in NCCL_IB_HCA (e.g. mlx5_0:1,mlx5_1:1): NCCL then leaves these alone and so does this "
+        "check", "")
     findings += nodes_finding(
         "rdma.port.rate", Status.WARN, {n: "; ".join(t) for n, t in slow.items()},
         "RDMA ports at a lower rate than the same port elsewhere on {nodes}",
         "reseat or replace the cable or transceiver; check the switch port's speed (ibstat, ibportstate)", "")
     if by_node and not findings and any(by_node.values()):
-        count = sum(len(v) for v in by_node.values())
-        findings.append(Finding("rdma.ports", Status.OK, f"all {count} RDMA ports on {fold(list(by_node))} are "
-                                                         f"ACTIVE at the same rate as elsewhere"))
+        count = sum(1 for ports_ in by_node.values() for q in ports_ if q.get("state") == "ACTIVE")
+        findings.append(Finding("rdma.ports", Status.OK, f"{count} RDMA ports on {fold(list(by_node))} are ACTIVE "
+                                                         f"at the same rate as elsewhere (the others excluded by "
+                                                         f"NCCL_IB_HCA)" if count < sum(map(len, by_node.values()))
+                                else f"all {count} RDMA ports on {fold(list(by_node))} are ACTIVE at the same "
+                                     f"rate as elsewhere"))
     return findings
 
 
@@ -108,6 +121,8 @@ def counters(ctx: EnvContext) -> List[Finding]:
     bad: Dict[str, List[str]] = {}
     for node, ports_ in _ports(ctx).items():
         for port in ports_:
+            if port.get("state") != "ACTIVE":   # a down port's counters tell of its going down, judged above
+                continue
             raised: List[Tuple[str, int]] = [(c, v) for c, v in (port.get("counters") or {}).items()
                                              if c in COUNTER_WARN and v >= COUNTER_WARN[c]]
             if raised:

@@ -24,8 +24,9 @@ REMEDIES = {
     "memory": "drain the node; reset the GPU (nvidia-smi -r -i INDEX, or reboot) so pending retirements and "
               "remaps take effect; a remap failure, an ECC error that comes back or the retirement limit "
               "means replacing the GPU (nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER)",
-    "xid": "act as NVIDIA's Xid catalogue says for it (https://docs.nvidia.com/deploy/xid-errors/); drain the "
-           "node until then",
+    "xid": "act as NVIDIA's Xid catalogue says for it (https://docs.nvidia.com/deploy/xid-errors/) and drain "
+           "the node until then; clustercheck judges the events since the NVIDIA driver last loaded, so after "
+           "a fix reboot (or reload the driver) for the event to leave the verdict",
     "mig": "turn MIG off for training: sudo nvidia-smi -i INDEX -mig 0, then reset the GPU (nvidia-smi -r) or "
            "reboot; a process sees one MIG slice, and NCCL's MIG support is experimental and without P2P",
     "heat": "check cooling and power capping (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
@@ -36,6 +37,7 @@ REMEDIES = {
 class GpuReport:
     """What is wrong with one GPU, by kind: (status, texts)."""
     label: str                        # "GPU 3 (0000:3b:00)"
+    index: str = "INDEX"              # for the remedy's commands; a GPU the driver does not list has none
     faults: Dict[str, Tuple[Status, List[str]]] = field(default_factory=dict)
 
     def add(self, kind: str, status: Status, text: str) -> None:
@@ -43,10 +45,10 @@ class GpuReport:
         self.faults[kind] = (max(worst, status), texts + [text])
 
 
-def _label(gpu: Optional[Dict], pci: str) -> str:
+def _report(gpu: Optional[Dict], pci: str) -> GpuReport:
     if gpu is None:
-        return f"GPU at {pci} (not listed by the driver)"
-    return f"GPU {gpu.get('index')} ({pci})"
+        return GpuReport(f"GPU at {pci} (not listed by the driver)")
+    return GpuReport(f"GPU {gpu.get('index')} ({pci})", str(gpu.get("index")))
 
 
 def counters_read(gpu: Dict) -> bool:
@@ -81,15 +83,17 @@ def _memory(report: GpuReport, gpu: Dict) -> None:
 
 def _xids(reports: Dict[str, GpuReport], by_pci: Dict[str, Dict], events: List[Dict], source: str) -> None:
     for event in events:
+        if not isinstance(event, dict) or not isinstance(event.get("xid"), int):
+            continue
         pci = pci_key(event.get("pci"))
         gpu = by_pci.get(pci)
-        report = reports.setdefault(pci, GpuReport(_label(gpu, pci)))
-        xid = event.get("xid")
+        report = reports.setdefault(pci, _report(gpu, pci))
+        xid = event["xid"]
         entry = lookup(xid)
         status = status_of(xid, counters_read(gpu) if gpu is not None else None, event.get("line", ""))
-        if status is Status.OK:
-            continue
-        count = event.get("count", 1)
+        if status is Status.OK and not (xid in MEMORY_XIDS and "memory" in report.faults):
+            continue   # an Xid nothing needs doing for, unless it tells the story of a memory fault
+        count = event.get("count") or 1
         when = f"{event.get('first')}" + (f" .. {event.get('last')}" if count > 1 else "")
         text = (f"Xid {xid} x{count} ({when}): {entry.meaning}; action: {entry.action}. "
                 f"Last: {event.get('line')} [{source}]")
@@ -103,7 +107,7 @@ def gpu_reports(doc: Dict, temp_warn_c: float) -> Dict[str, GpuReport]:
     for gpu in gpus(doc):
         pci = pci_key(gpu.get("pci_bus_id")) if gpu.get("pci_bus_id") else f"index {gpu.get('index')}"
         by_pci[pci] = gpu
-        report = GpuReport(_label(gpu, pci))
+        report = _report(gpu, pci)
         _memory(report, gpu)
         if gpu.get("mig_current"):
             report.add("mig", Status.FAIL, "MIG mode is on" + ("" if gpu.get("mig_pending") is not False
@@ -127,20 +131,47 @@ def gpu_health(ctx: EnvContext) -> List[Finding]:
     for p in ctx.ok:
         for pci, report in gpu_reports(p.facts, ctx.limits.gpu_temp_warn_c).items():
             for kind, (status, texts) in report.faults.items():
-                index = report.label.split()[1] if report.label.startswith("GPU ") else "INDEX"
                 findings.append(Finding(f"gpu.{kind}", status, f"{p.name} {report.label}: {texts[0]}",
                                         [f"{p.name} {report.label}: {t}" for t in texts],
-                                        REMEDIES[kind].replace("INDEX", index), [p.name]))
+                                        REMEDIES[kind].replace("INDEX", report.index), [p.name]))
     with_gpus = [p for p in ctx.ok if gpus(p.facts)]
     if with_gpus and not any(f.status is not Status.OK for f in findings):
-        seen = [p for p in with_gpus if get(p.facts, "kernel_log", "readable")]
-        total = sum(len(gpus(p.facts)) for p in with_gpus)
-        summary = (f"{total} GPUs on {fold([p.name for p in with_gpus])}: no uncorrectable ECC errors, no pending "
-                   f"or failed retirements and remaps, MIG off")
-        if seen:
-            summary += f"; no Xid events that need action in the kernel log of {fold([p.name for p in seen])}"
-        findings.append(Finding("gpu.health", Status.OK, summary))
+        findings.append(Finding("gpu.health", Status.OK, _healthy(with_gpus), _seen(with_gpus)))
     return findings
+
+
+def _healthy(nodes: List) -> str:
+    """The OK line: only what was read. ECC and MIG where the driver reports them."""
+    every = [g for p in nodes for g in gpus(p.facts)]
+    ecc = [g for g in every if g.get("ecc_uncorrected_volatile") is not None
+           or g.get("ecc_uncorrected_aggregate") is not None]
+    spared = [g for g in every if g.get("remapped_pending") is not None or g.get("retired_pages_pending") is not None]
+    mig = [g for g in every if g.get("mig_current") is not None]
+    parts = [f"{len(every)} GPUs on {fold([p.name for p in nodes])}"]
+    if ecc:
+        parts.append(f"no uncorrectable ECC errors on the {len(ecc)} with ECC counters")
+    if spared:
+        parts.append(f"no pending or failed row remaps or page retirements on the {len(spared)} that report them")
+    if mig:
+        parts.append(f"MIG off on the {len(mig)} that have it")
+    parts.append("no hardware throttling or overheating")
+    seen = [p for p in nodes if get(p.facts, "kernel_log", "readable")]
+    if seen:
+        parts.append(f"no Xid events that need action in the kernel log of {fold([p.name for p in seen])}")
+    return "; ".join(parts)
+
+
+def _seen(nodes: List) -> List[str]:
+    """What the OK line rests on, per node: the GPUs without ECC, and from when the kernel log was read."""
+    lines = []
+    for p in nodes:
+        no_ecc = [str(g.get("index")) for g in gpus(p.facts) if g.get("ecc_enabled") is False]
+        if no_ecc:
+            lines.append(f"{p.name}: ECC off or not supported on GPU {', '.join(no_ecc)}")
+        log = get(p.facts, "kernel_log") or {}
+        if log.get("readable") and log.get("from"):
+            lines.append(f"{p.name}: the kernel log ({log.get('source')}) reaches back only to {log['from']}")
+    return lines
 
 
 def unchecked(ctx: EnvContext) -> List[Finding]:

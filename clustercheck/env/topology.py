@@ -86,8 +86,12 @@ def parse_topo_m(text: str) -> Optional[Topology]:
     return topo if topo.links else None
 
 
+ALL_LINKS = -1   # the key of a GPU whose driver says all its links are inactive, not which
+
+
 def parse_nvlink_s(text: str) -> Dict[int, Dict[int, bool]]:
-    """`nvidia-smi nvlink -s`: GPU index -> {link: active}."""
+    """`nvidia-smi nvlink -s`: GPU index -> {link: active}. Current drivers print "NVML: Unable to
+    retrieve NVLink information as all links are inActive" instead of the links: {ALL_LINKS: False}."""
     gpus: Dict[int, Dict[int, bool]] = {}
     current = None
     for line in (text or "").splitlines():
@@ -97,6 +101,8 @@ def parse_nvlink_s(text: str) -> Dict[int, Dict[int, bool]]:
             current = gpus.setdefault(int(gpu.group(1)), {})
         elif link and current is not None:
             current[int(link.group(1))] = "inactive" not in link.group(2).lower()
+        elif current is not None and re.search(r"all links are inactive", line, re.I):
+            current[ALL_LINKS] = False
     return gpus
 
 
@@ -147,21 +153,29 @@ def _far_nics(ctx: EnvContext, topos: Dict[str, Topology]) -> List[Finding]:
 
 def _nvlinks(ctx: EnvContext) -> List[Finding]:
     """A link that is inactive while the same link is active on another GPU of the node, or on the
-    same GPU of another node, is a broken NVLink (Xid 74 often goes with it)."""
+    same GPU of another node, is a broken NVLink (Xid 74 often goes with it); so is a GPU with all
+    its links inactive where other GPUs have active ones."""
     states = {p.name: parse_nvlink_s(get(p.facts, "gpu", "topology", "nvlink_s")) for p in ctx.ok}
     active_links = {link for gpus in states.values() for links in gpus.values() for link, up in links.items() if up}
     bad = {}
     for node, gpus in states.items():
-        down = [f"GPU {index} link{'s' if len(d) > 1 else ''} {', '.join(map(str, d))}" for index, links in
-                sorted(gpus.items()) for d in [[link for link, up in sorted(links.items())
-                                                 if not up and link in active_links]] if d]
+        down = []
+        for index, links in sorted(gpus.items()):
+            if ALL_LINKS in links and active_links:
+                down.append(f"GPU {index} all links")
+                continue
+            lost = [link for link, up in sorted(links.items()) if not up and link in active_links]
+            if lost:
+                down.append(f"GPU {index} link{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))}")
         if down:
             bad[node] = "inactive: " + "; ".join(down)
-    checked = [n for n, g in states.items() if any(g.values())]
+    # Claimed only where every link read was active: a link inactive on every GPU is not called active.
+    checked = [n for n, g in states.items() if g and n not in bad and all(
+        up for links in g.values() for up in links.values()) and any(links for links in g.values())]
     return nodes_finding("gpu.nvlink", Status.FAIL, bad, "NVLink links inactive on {nodes}",
                          "reset the GPU or reboot; if the link stays down, reseat the GPU or NVLink bridge / "
                          "replace the baseboard (nvidia-smi nvlink -s, -e for error counters)",
-                         f"every NVLink is active on {fold(checked)}" if checked else "")
+                         f"every NVLink is active on {fold(checked)}" if checked and not bad else "")
 
 
 def judge(ctx: EnvContext) -> List[Finding]:

@@ -11,8 +11,9 @@ IGNORE with support to call if it repeats is WARN; RESTART_APP is WARN (the GPU 
 the job that hit it died); RESET_GPU, RESTART_BM / RESTART_VM (reboot), CONTACT_SUPPORT and
 the ECC and NVLink workflows are FAIL: the node is not ready until that is done. Xid 92
 (high single-bit ECC rate) is WARN: uncorrectable errors tend to follow. An Xid missing
-from the table is WARN ("look it up"), never OK. Xid 154 says which action the driver
-wants, in its own line: only "to ... (None)" is OK.
+from the table (the catalogue's unused codes among them) is WARN ("look it up"), never OK.
+Xid 154 says which action the driver wants, in its own line: only "to ... (None)" is OK.
+Events before the NVIDIA driver last loaded are not judged (clustercheck/probe/kernlog.py).
 """
 
 from __future__ import annotations
@@ -43,15 +44,18 @@ CATALOGUE = {
     38: Xid(WARN, WATCH, "driver firmware watchdog"),
     43: Xid(WARN, WATCH, "channel reset after an application fault"),
     44: Xid(WARN, WATCH, "graphics engine fault during a context switch"),
-    45: Xid(OK, IGNORE, "preemptive cleanup after an application ended (follows other Xids)"),
+    45: Xid(OK, IGNORE, "preemptive cleanup after an application ended (follows other Xids, judged on their own)"),
+    46: Xid(FAIL, RESET_GPU, "GPU stopped processing"),
     48: Xid(FAIL, RESET_GPU, "double-bit ECC error (uncorrectable)"),
+    54: Xid(FAIL, MECHANICALS, "auxiliary power is not connected to the GPU"),
     56: Xid(FAIL, SUPPORT, "display engine error (unused on current GPUs)"),
     57: Xid(FAIL, SUPPORT, "error programming video memory interface (unused on current GPUs)"),
     61: Xid(FAIL, SUPPORT, "internal micro-controller breakpoint (unused on current GPUs)"),
     62: Xid(FAIL, RESET_GPU, "internal micro-controller halt"),
     63: Xid(OK, IGNORE, "ECC page retirement or row remapping recorded (the counters say whether a reset is due)"),
     64: Xid(FAIL, RESET_GPU, "ECC page retirement or row remapping failed"),
-    65: Xid(FAIL, SUPPORT, "video processor exception (unused on current GPUs)"),
+    60: Xid(FAIL, SUPPORT, "video processor exception (unused on current GPUs)"),
+    65: Xid(FAIL, SUPPORT, "NVENC1 error (unused on current GPUs)"),
     68: Xid(WARN, RESTART_APP, "video decoder (NVDEC) exception"),
     69: Xid(WARN, RESTART_APP, "graphics engine class error"),
     73: Xid(FAIL, SUPPORT, "NVENC2 error (unused on current GPUs)"),
@@ -62,6 +66,8 @@ CATALOGUE = {
     92: Xid(WARN, WATCH, "high single-bit ECC error rate"),
     94: Xid(WARN, RESTART_APP, "contained ECC error (the application that hit it must restart)"),
     95: Xid(FAIL, RESET_GPU, "uncontained ECC error"),
+    106: Xid(OK, IGNORE, "SMBPBI test message"),
+    107: Xid(OK, IGNORE, "SMBPBI test message, silent"),
     109: Xid(FAIL, RESET_GPU, "context switch timeout"),
     110: Xid(FAIL, RESET_GPU, "security fault"),
     119: Xid(FAIL, RESET_GPU, "GSP RPC timeout"),
@@ -71,6 +77,7 @@ CATALOGUE = {
     123: Xid(FAIL, SUPPORT, "SPI PMU RPC write failure (unused on current GPUs)"),
     136: Xid(FAIL, RESET_GPU, "link training failed"),
     140: Xid(FAIL, RESET_GPU, "ECC unrecovered error (an ECC escape)"),
+    142: Xid(FAIL, SUPPORT, "NVENC3 error"),
     143: Xid(FAIL, RESET_GPU, "GPU initialization failure"),
     144: Xid(FAIL, NVLINK, "NVLink SAW error"),
     145: Xid(FAIL, NVLINK, "NVLink RLW error"),
@@ -86,9 +93,12 @@ CATALOGUE = {
     157: Xid(WARN, WATCH, "resource retirement failure"),
     158: Xid(FAIL, RESET_GPU, "GPU fatal timeout"),
 }
-# The memory family: judged together with the GPU's ECC, retirement and remapping counters,
-# so one incident is one finding with one status (the counters say whether it still stands).
+# The memory family: reported in one finding with the GPU's ECC, retirement and remapping
+# counters. Where the counters were read they say whether the incident still stands, so these
+# are history (at most WARN; Xid 63 stays OK, as the catalogue has it). A remap failure (64) and
+# an ECC escape (140) fail whatever the counters say: the counters need not show them.
 MEMORY_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
+COUNTED_XIDS = frozenset({48, 63, 92, 94, 95})
 
 
 def lookup(xid: int) -> Xid:
@@ -97,12 +107,12 @@ def lookup(xid: int) -> Xid:
 
 
 def status_of(xid: int, counters_read: Optional[bool] = None, line: str = "") -> Status:
-    """A memory-family Xid on a GPU whose counters were read is history: the counters judge
-    whether it still stands, and the Xid is a WARN (it happened). Where the counters could not
-    be read, the catalogue decides, at least WARN. Otherwise the catalogue decides."""
+    """An Xid the memory counters also record is history on a GPU whose counters were read (at
+    most WARN); where they could not be read, the catalogue decides, at least WARN. Otherwise
+    the catalogue decides."""
     entry = lookup(xid)
     if xid == 154 and re.search(r"\bto 0x0+ \(None\)", line or ""):
         return Status.OK
-    if xid in MEMORY_XIDS:
-        return Status.WARN if counters_read else max(entry.status, Status.WARN)
+    if xid in COUNTED_XIDS:
+        return min(entry.status, Status.WARN) if counters_read else max(entry.status, Status.WARN)
     return entry.status

@@ -35,7 +35,8 @@ def gib(num_bytes: Optional[float]) -> Optional[str]:
 
 
 def gpus(doc: Dict) -> List[Dict]:
-    return get(doc, "gpu", "gpus", default=[]) or []
+    """The GPUs of the document (entries that are not records left out)."""
+    return [g for g in get(doc, "gpu", "gpus", default=[]) or [] if isinstance(g, dict)]
 
 
 def gpu_count(doc: Dict) -> Optional[int]:

@@ -205,6 +205,8 @@ def collect_gpus(args):
             return {"source": None, "gpus": [], "driver": None,
                     "reason": "no NVIDIA driver (%s; no nvidia-smi on PATH)" % "; ".join(reasons)}
         text, error = _smi_text(smi, ["-q", "-x"])
+        if error and "No devices were found" in error:   # the driver is there, no GPU on this node
+            return {"source": "nvidia-smi", "gpus": [], "driver": None, "reason": error}
         if error is None:
             try:
                 info = parse_nvidia_smi_xml(text)

@@ -2,7 +2,8 @@
 last time and latest message, so that a storm of routine events never pushes a critical one out.
 
 Standard library only, Python 3.6+; shipped with env_probe.py. Reads /dev/kmsg (this boot),
-else `journalctl -k -b 0`, else /var/log/kern.log or /var/log/messages. Lines may come in
+else `journalctl -k -b 0`, else /var/log/kern.log or /var/log/messages (from the last boot on).
+Only events since the NVIDIA driver last loaded count: those before describe GPUs since reset. Lines may come in
 any of the formats people paste: kmsg records, `dmesg`, `dmesg -T`, ISO (`dmesg --time-format
 iso`, `journalctl -o short-iso`) and syslog's kern.log. When no source can be read the result
 says so ("readable": false, with why): no Xid events seen is not "no Xid events".
@@ -29,6 +30,8 @@ STAMPS = (   # (pattern near the start of a line, how to make it a time people r
     (re.compile(r"^\[\s*(\d+\.\d+)\]"),
      lambda m, boot: _iso(boot + float(m.group(1))) if boot else "%s s after boot" % m.group(1)),
 )
+DRIVER_LOADED = "NVRM: loading NVIDIA UNIX"   # the module's first line at each load
+BOOTED = re.compile(r"kernel: (\[\s*[\d.]+\] )?Linux version ")   # a kernel's first line, in syslog files
 MAX_DISTINCT = 256      # distinct (Xid, GPU) pairs kept; the count of the rest is kept too
 LOG_TAIL_BYTES = 32 * 2 ** 20
 KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages")
@@ -65,6 +68,23 @@ def pci_of(text):
     return text.lower()
 
 
+def since_driver_load(lines):
+    """The lines from the NVIDIA driver's last load on: a GPU reset through a module reload (or a
+    reboot) starts anew, and what was logged before it no longer describes the GPUs."""
+    for index in range(len(lines) - 1, -1, -1):
+        if DRIVER_LOADED in lines[index]:
+            return lines[index:]
+    return lines
+
+
+def since_boot(lines):
+    """The lines of a multi-boot log file (kern.log, messages) from the last boot on."""
+    for index in range(len(lines) - 1, -1, -1):
+        if BOOTED.search(lines[index]):
+            return lines[index:]
+    return lines
+
+
 def xid_events(lines, boot=None):
     """Aggregate Xid lines: one entry per distinct (Xid, GPU), in order of first appearance."""
     found, order, other = {}, [], 0
@@ -91,7 +111,7 @@ def xid_events(lines, boot=None):
         elif said_again:   # the driver's own words for an Xid 79 already counted
             continue
         event = found[key]
-        event["count"] += 1
+        event["count"] = event["count"] + 1
         event["last"] = when
         event["line"] = message
     events = [found[key] for key in order]
@@ -99,13 +119,14 @@ def xid_events(lines, boot=None):
 
 
 def read_kmsg(limit_s=2.0, path="/dev/kmsg"):
-    """Messages of the kernel ring buffer, read without blocking, with their time since boot.
+    """(messages, sequence number of the first) of the kernel ring buffer, read without blocking,
+    each with its time since boot. A first sequence number above 0: the buffer has wrapped.
 
     /dev/kmsg hands out one record per read; a regular file in its format (a saved copy)
     comes in chunks, so records are cut at newlines either way. Continuation lines (" KEY=")
     are dropped."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    lines, pending = [], b""
+    lines, pending, first = [], b"", None
     deadline = time.time() + limit_s
     try:
         while time.time() < deadline:
@@ -124,10 +145,12 @@ def read_kmsg(limit_s=2.0, path="/dev/kmsg"):
             for record in complete:
                 match = KMSG_RE.match(record.decode("utf-8", "replace"))
                 if match:
+                    if first is None:
+                        first = int(match.group(2))
                     lines.append("[%.6f] %s" % (int(match.group(3)) / 1e6, match.group(4)))
     finally:
         os.close(fd)
-    return lines
+    return lines, first
 
 
 def _tail(path, limit=LOG_TAIL_BYTES):
@@ -135,7 +158,7 @@ def _tail(path, limit=LOG_TAIL_BYTES):
         handle.seek(0, 2)
         size = handle.tell()
         handle.seek(max(0, size - limit))
-        return handle.read().decode("utf-8", "replace").splitlines()
+        return since_boot(handle.read().decode("utf-8", "replace").splitlines())
 
 
 def _journal():
@@ -149,21 +172,32 @@ def _journal():
 
 
 def collect_kernel_log(args):
-    """Xid events of this boot from the first source that can be read."""
+    """Xid events since the NVIDIA driver last loaded, from the first source that can be read.
+    When the ring buffer has wrapped (its first record is not the boot's first), the journal,
+    which keeps the whole boot, is read instead where it can be; else the result says from when."""
     boot = boot_time()
+    nvidia = os.path.exists("/proc/driver/nvidia")   # the slower sources only where Xids can be logged
     reasons = []
-    sources = [("/dev/kmsg", read_kmsg)]
-    if os.path.exists("/proc/driver/nvidia"):   # the slower sources only where an NVIDIA driver could log Xids
-        sources += [("journalctl -k -b 0", _journal)]
-        sources += [(path, lambda path=path: _tail(path)) for path in KERNEL_LOG_FILES if os.path.exists(path)]
+    sources = [("/dev/kmsg", lambda: read_kmsg())]
+    if nvidia:
+        sources += [("journalctl -k -b 0", lambda: (_journal(), 0))]
+        sources += [(path, lambda path=path: (_tail(path), 0)) for path in KERNEL_LOG_FILES if os.path.exists(path)]
     for name, reader in sources:
         try:
-            lines = reader()
+            lines, first_seq = reader()
         except (OSError, ValueError) as exc:
             reasons.append("%s: %s" % (name, getattr(exc, "strerror", None) or exc))
             continue
-        events, other = xid_events(lines, boot)
+        wrapped = bool(first_seq)
+        if wrapped and nvidia:
+            try:
+                lines, name, wrapped = _journal(), "journalctl -k -b 0", False
+            except (OSError, ValueError):
+                pass
+        events, other = xid_events(since_driver_load(lines), boot)
         doc = {"readable": True, "source": name, "lines": len(lines), "xid": events}
+        if wrapped:
+            doc["from"] = stamp_of(lines[0], boot) if lines else None
         if other:
             doc["xid_not_kept"] = other
         if boot:
