@@ -75,3 +75,23 @@ def test_torchrun_summary_names_the_rank_host_and_signal():
     cause = classify({"node1": NodeRun("node1", exit_code=1, stderr=text)}, 600)
     assert cause.kind == "killed" and cause.ranks == [0]
     assert "signal 9 (SIGKILL)" in cause.evidence[0]
+
+
+def _ranks(forwards, step_ms=30.0):
+    return {"mode": "ddp", "tokens_per_s": 50000.0, "tokens_per_s_per_rank": 16000.0, "peak_mem_mb": 354.0,
+            "ranks": [{"node": f"n{i + 1}", "rank": i, "tokens_per_s": 16000.0, "step_ms": step_ms,
+                       "forward_ms": fwd} for i, fwd in enumerate(forwards)]}
+
+
+def test_a_straggler_is_named_and_scheduling_noise_is_not():
+    """Seen on the 2-core sandbox: one node's forward 8.8 ms against 5.6 ms in a 30 ms step (ranks
+    sharing two cores) was called a straggler. A node whose forward costs the job a fifth of its
+    step is one."""
+    from types import SimpleNamespace
+
+    from clustercheck.result import Status
+    from clustercheck.smoke.rules import throughput
+    [noise] = throughput(SimpleNamespace(summary=_ranks([5.6, 5.1, 8.8])))
+    assert noise.check == "smoke.throughput" and noise.status is Status.OK
+    [slow] = throughput(SimpleNamespace(summary=_ranks([5.6, 5.1, 14.0])))
+    assert slow.check == "smoke.straggler" and slow.status is Status.WARN and slow.nodes == ["n3"]

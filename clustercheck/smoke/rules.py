@@ -27,6 +27,7 @@ MIN_LOSS_DROP = 0.2     # the last loss must be at most 80% of the first
 REFERENCE_TOLERANCE = {"gloo": 1e-4, "nccl": 2e-3, "half": 5e-2}
 RESUME_TOLERANCE = {"gloo": 1e-6, "nccl": 1e-3, "half": 1e-2}
 STRAGGLER_RATIO = 1.5   # a node whose forward pass takes this much longer than the median node's
+STRAGGLER_STEP_SHARE = 0.2   # ... by more than this share of the step time
 
 
 def _precision_key(stage: LaunchResult) -> str:
@@ -165,8 +166,11 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
                 for n, (tok, step, fwd) in per_node.items()]
     if len(per_node) > 1:
         median_fwd = statistics.median(fwd for _, _, fwd in per_node.values())
+        median_step = statistics.median(step for _, step, _ in per_node.values())
+        # Every rank pays a straggler's excess each step; an excess under STRAGGLER_STEP_SHARE of the
+        # step is what a busy host's scheduling makes of a few milliseconds, not a slow node.
         slow = {n: fwd for n, (_, _, fwd) in per_node.items()
-                if fwd > STRAGGLER_RATIO * median_fwd and fwd - median_fwd > 2.0}
+                if fwd > STRAGGLER_RATIO * median_fwd and fwd - median_fwd > max(2.0, STRAGGLER_STEP_SHARE * median_step)}
         if slow:
             return [Finding("smoke.straggler", Status.WARN,
                             f"straggler: {fold(list(slow))} computes a step's forward pass in "
