@@ -93,7 +93,8 @@ def test_a_connection_dropped_during_net_node_ssh_is_a_result_not_a_traceback():
     nodes = [Node("localhost"), Node("127.0.0.1")]
     with Cluster(nodes) as cluster:
         cluster.transports["localhost"] = DropsOnSSHCheck("localhost")
-        facts = gather_net(cluster, nodes, NetOptions(master_port=free_port(), samples=1, attempt_timeout_s=1.0,
+        facts = gather_net(cluster, nodes, NetOptions(master_port=free_port(), rdzv_port=free_port(), samples=1,
+                                                      attempt_timeout_s=1.0,
                                                       node_ssh=True))
     assert facts.node_ssh["from"] == "localhost"
     assert "connection lost" in facts.node_ssh["error"]

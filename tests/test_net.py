@@ -35,14 +35,14 @@ def facts_with(states):
     facts = NetFacts(nodes)
     for node in nodes:
         facts.listeners[node.name] = {"schema": 1, "ports": {"ephemeral": [40000, 50000]},
-                                      "master": {"port": 29500, "bound": True} if node.name == "a" else None,
+                                      "launch": [{"port": 29500, "bound": True}, {"port": 29400, "bound": True}],
                                       "ephemeral_range": [32768, 60999]}
     for source in "abc":
         results = []
         for target in "abc":
             if target == source:
                 continue
-            for port in ([29500] if target == "a" else []) + [40000, 50000]:
+            for port in [29500, 29400, 40000, 50000]:
                 results.append({"to": target, "port": port, "state": states.get((source, target, port), "open")})
         facts.mesh[source] = {"results": results}
     return facts
@@ -50,21 +50,21 @@ def facts_with(states):
 
 def test_mesh_blames_the_inbound_side_when_every_peer_fails():
     facts = facts_with({("a", "c", 40000): "filtered", ("b", "c", 40000): "filtered"})
-    [finding] = mesh(facts, 29500)
+    [finding] = mesh(facts)
     assert finding.check == "net.inbound" and finding.nodes == ["c"]
     assert finding.summary == "c drops inbound TCP on port 40000 from every peer (filtered)"
 
 
 def test_mesh_names_a_single_failing_pair_and_direction():
     facts = facts_with({("b", "c", 40000): "refused", ("b", "c", 50000): "refused"})
-    [finding] = mesh(facts, 29500)
+    [finding] = mesh(facts)
     assert finding.check == "net.pair" and finding.nodes == ["b", "c"]
     assert finding.summary == "b -> c: ports 40000, 50000 refused"
 
 
 def test_master_port_unreachable_is_its_own_finding():
     facts = facts_with({("b", "a", 29500): "filtered", ("c", "a", 29500): "filtered"})
-    found = {f.check: f for f in judge_net(facts, 29500) if f.status is not Status.OK}
+    found = {f.check: f for f in judge_net(facts) if f.status is not Status.OK}
     assert set(found) == {"net.master.reach"}
     assert found["net.master.reach"].nodes == ["b", "c"]
 
@@ -120,3 +120,23 @@ def test_port_holder_names_this_process():
         holder = net_probe.port_holder(sock.getsockname()[1])
     assert holder["pid"] is not None
     assert "python" in holder["command"] or "pytest" in holder["command"]
+
+
+def test_a_node_other_than_the_master_that_drops_a_launch_port_cannot_be_master_addr():
+    """Any node may be the master (Slurm: the first of each allocation; DeepSpeed: the first host)."""
+    facts = facts_with({("a", "b", 29500): "filtered", ("c", "b", 29500): "filtered",
+                        ("a", "c", 29400): "refused", ("b", "c", 29400): "refused"})
+    found = [f for f in judge_net(facts) if f.status is not Status.OK]
+    assert [(f.check, f.status, f.nodes) for f in found] == [("net.launch", Status.WARN, ["b"]),
+                                                             ("net.launch", Status.WARN, ["c"])]
+    assert found[0].summary == "b cannot be MASTER_ADDR: inbound 29500 filtered"
+    assert found[1].summary == "c cannot be MASTER_ADDR: inbound 29400 refused"
+    assert facts.blocking_failures() == []   # a launch with a as the master does not meet them
+
+
+def test_the_rendezvous_port_on_the_master_fails():
+    facts = facts_with({("b", "a", 29400): "filtered", ("c", "a", 29400): "filtered"})
+    [found] = [f for f in judge_net(facts) if f.status is not Status.OK]
+    assert found.check == "net.rdzv.reach" and found.status is Status.FAIL and found.nodes == ["b", "c"]
+    assert "cannot reach the rendezvous port a:29400 (filtered)" in found.summary
+    assert len(facts.blocking_failures()) == 2

@@ -34,7 +34,8 @@ def test_a_clean_sandbox_passes_and_says_what_to_set(box):
     assert code == EXIT_OK, problems(doc)
     summaries = [f["summary"] for f in doc["findings"]]
     n = len(box.nodes)
-    assert any(s.startswith(f"all {n * (n - 1) * 2 + n - 1} connections open") for s in summaries), summaries
+    assert any(s.startswith(f"all {n * (n - 1) * 4} connections open") for s in summaries), summaries
+    assert "ports 29500, 29400 are free and reachable on every node: any may be the master" in summaries
     assert "the peers are reached through eth0 on every node: set NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0" \
         in summaries
     assert gone("net_probe")
@@ -54,6 +55,32 @@ def test_a_dropped_port_fails_only_that_nodes_inbound_direction_as_filtered(box)
     for other in others:
         states = {(r["to"], r["port"]): r["state"] for r in doc["nodes"][other]["attempts"]["results"]}
         assert {s for (to, port), s in states.items() if (to, port) != (master, 29500)} == {"open"}
+
+
+def test_launch_ports_on_every_node_name_who_cannot_be_the_master(box, tmp_path):
+    """A node that is not this run's master dropping or rejecting 29500 cannot be MASTER_ADDR (WARN);
+    the master dropping torchrun's 29400 is NOT READY; preflight says the same."""
+    master, second, third = names(box)[:3]
+    faults.drop_port(box, second, 29500)
+    faults.reject_port(box, third, 29500)
+    code, doc = net(box)
+    assert code == 1, problems(doc)
+    warn = [f for f in doc["findings"] if f["status"] == "WARN"]
+    assert [(f["check"], f["summary"]) for f in warn] == [
+        ("net.launch", f"{second} cannot be MASTER_ADDR: inbound 29500 filtered"),
+        ("net.launch", f"{third} cannot be MASTER_ADDR: inbound 29500 refused")]
+    preflight = clustercheck("preflight", box.nodes_file, "-F", box.ssh_config, "--python", sys.executable,
+                             "--only", "env,net", "--reports-dir", str(tmp_path), timeout=180)
+    assert preflight.returncode == 1 and "READY, WITH WARNINGS" in preflight.stdout, preflight.stdout[-2000:]
+    faults.clear_all(box)
+    faults.drop_port(box, master, 29400)
+    code, doc = net(box)
+    assert code == EXIT_FAIL
+    [found] = [f for f in doc["findings"] if f["status"] == "FAIL"]
+    assert found["check"] == "net.rdzv.reach" and f"rendezvous port {master}:29400 (filtered)" in found["summary"]
+    preflight = clustercheck("preflight", box.nodes_file, "-F", box.ssh_config, "--python", sys.executable,
+                             "--only", "env,net", "--reports-dir", str(tmp_path), timeout=180)
+    assert preflight.returncode == EXIT_FAIL and "NOT READY" in preflight.stdout, preflight.stdout[-2000:]
 
 
 def test_a_rejected_range_is_refused_and_names_the_node_and_ports(box):

@@ -30,7 +30,7 @@ class NetStage(Stage):
         return facts
 
     def judge(self, facts: NetFacts) -> List[Finding]:
-        return judge_net(facts, self.options.master_port)
+        return judge_net(facts)
 
     def blocks(self, result: StageResult, later: Stage) -> str:
         """Ranks cannot meet or talk across blocked ports: torchrun stages would hang."""
@@ -42,9 +42,9 @@ class NetStage(Stage):
             return f"collectives would hang on the network: no listener on {fold(list(facts.problems))} " \
                    f"({first}: {facts.problems[first]})"
         if not facts.master_bound():
-            return f"collectives would hang on the network: port {self.options.master_port} is in use on " \
-                   f"{facts.master}"
-        failed = facts.failed_attempts()
+            return f"collectives would hang on the network: a launch port ({', '.join(map(str, facts.launch_ports))}) " \
+                   f"is in use on {facts.master}"
+        failed = facts.blocking_failures()
         if failed:
             source, target, port, state, _ = failed[0]
             more = f" (and {len(failed) - 1} more failed connections)" if len(failed) > 1 else ""

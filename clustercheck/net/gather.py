@@ -1,7 +1,8 @@
 """Run the network probes on every node and bring back raw facts; no judging here.
 
-1. listeners: every node binds the rendezvous port (the master only) and a sample of its
-   ephemeral range, and reports its names and interfaces;
+1. listeners: every node binds the launch ports (MASTER_PORT and torchrun's c10d rendezvous
+   port: the master changes with the launcher and the allocation, so every node is tried as
+   one) and a sample of its ephemeral range, and reports its names and interfaces;
 2. mesh: every node connects to every other node's ports at once, through the names the
    inventory gives (what a hostfile or MASTER_ADDR would use);
 3. opt-in: link quality in rounds where each node is in at most one pair, and SSH from
@@ -27,7 +28,8 @@ from clustercheck.rounds import round_robin
 from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
 
 PROGRAM = "net_probe"
-DEFAULT_MASTER_PORT = 29500
+DEFAULT_MASTER_PORT = 29500   # MASTER_PORT: torch.distributed's env:// and DeepSpeed's launcher
+DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint), as bench and smoke use it
 
 
 FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
@@ -36,7 +38,9 @@ FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
 @dataclass
 class NetOptions:
     master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535),
-                           help="The rendezvous port (MASTER_PORT) tested on the first node.")
+                           help="MASTER_PORT, tested on every node (any may be MASTER_ADDR).")
+    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port (bench and smoke use it), tested on every node.")
     samples: int = opt("--samples", default=2, type=click.IntRange(0, 16),
                        help="Ports sampled from each node's ephemeral range (where NCCL and Gloo listen).")
     attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60),
@@ -49,12 +53,17 @@ class NetOptions:
                          help="Also check that the first node logs in to the others with SSH (what pdsh needs).")
     start_timeout_s: float = 30.0    # for a listener to report ready
 
+    @property
+    def launch_ports(self) -> List[int]:
+        return sorted({self.master_port, self.rdzv_port}, key=[self.master_port, self.rdzv_port].index)
+
 
 @dataclass
 class NetFacts:
     """What the probes reported, by node name."""
 
     nodes: List[Node]
+    launch_ports: List[int] = field(default_factory=lambda: [DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT])
     listeners: Dict[str, Dict] = field(default_factory=dict)    # node -> the listener's ready document
     problems: Dict[str, str] = field(default_factory=dict)      # node -> why it has no listener / results
     outcomes: Dict[str, NodeResult] = field(default_factory=dict)
@@ -78,9 +87,17 @@ class NetFacts:
     def failed_attempts(self) -> List[Tuple[str, str, int, str, Dict]]:
         return [r for r in self.attempts() if r[3] in FAILED_STATES or r[3].startswith("error")]
 
+    def launch(self, node: str) -> List[Dict]:
+        """The node's launch ports as its listener bound them: {"port", "bound", "error", "holder"}."""
+        return (self.listeners.get(node) or {}).get("launch") or []
+
     def master_bound(self) -> bool:
-        listener = self.listeners.get(self.master)
-        return listener is None or bool((listener.get("master") or {}).get("bound"))
+        return self.master not in self.listeners or all(entry.get("bound") for entry in self.launch(self.master))
+
+    def blocking_failures(self) -> List[Tuple[str, str, int, str, Dict]]:
+        """Failed attempts a launch with this master would meet: all but those to another node's
+        launch ports (they only say that node cannot be the master)."""
+        return [r for r in self.failed_attempts() if r[1] == self.master or r[2] not in self.launch_ports]
 
 
 def listener_documents(facts: NetFacts) -> List[Probed]:
@@ -94,7 +111,7 @@ def listener_documents(facts: NetFacts) -> List[Probed]:
 
 
 def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> NetFacts:
-    facts = NetFacts(list(nodes))
+    facts = NetFacts(list(nodes), launch_ports=options.launch_ports)
     running: Dict[str, Running] = {}
     by_name = {n.name: n for n in nodes}
     names = [n.name for n in nodes]
@@ -107,9 +124,8 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
         # The route to two peers gives the training interface, as in env; the connection attempts
         # resolve every peer's name themselves.
         args = ["listen", "--samples", str(options.samples), "--hold", f"{hold_s:.0f}",
-                "--peers", ",".join(peers_of(nodes, index_of[node.name]))]
-        if node.name == facts.master:
-            args += ["--master-port", str(options.master_port)]
+                "--peers", ",".join(peers_of(nodes, index_of[node.name])),
+                "--launch-ports", ",".join(map(str, options.launch_ports))]
         started = time.monotonic()
         handle = transport.start(inline_command(interpreter(node), PROGRAM, args))
         running[node.name] = handle
@@ -138,10 +154,8 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
             for other in listening:
                 if other == node.name:
                     continue
-                ports = list(facts.listeners[other]["ports"]["ephemeral"])
-                master = facts.listeners[other].get("master") or {}
-                if master.get("bound"):
-                    ports.insert(0, master["port"])
+                ports = [e["port"] for e in facts.launch(other) if e.get("bound")]
+                ports += list(facts.listeners[other]["ports"]["ephemeral"])
                 targets += [[other, other, port] for port in ports]
             hostnames = sorted({(facts.listeners[o].get("host") or {}).get("hostname") or o for o in listening})
             args = ["connect", "--targets", json.dumps(targets), "--timeout", f"{options.attempt_timeout_s:g}",
@@ -181,8 +195,8 @@ def listening_port(listener: Dict) -> Optional[int]:
     ports = listener["ports"]["ephemeral"]
     if ports:
         return ports[0]
-    master = listener.get("master") or {}
-    return master.get("port") if master.get("bound") else None
+    bound = [e["port"] for e in listener.get("launch") or [] if e.get("bound")]
+    return bound[0] if bound else None
 
 
 def _links(cluster: Cluster, facts: NetFacts, by_name: Dict[str, Node], listening: List[str],

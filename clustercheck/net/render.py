@@ -49,11 +49,11 @@ def matrix_lines(facts: NetFacts, tablefmt: str) -> List[str]:
 
 
 def _ports_line(facts: NetFacts) -> str:
-    master = get(facts.listeners.get(facts.master), "master", "port")
     sample = {n: get(d, "ports", "ephemeral", default=[]) for n, d in facts.listeners.items()}
     count = sum(len(p) for p in sample.values())
-    return (f"ports tried: rendezvous {master} on {facts.master}" if master else "ports tried:") + \
-        f", {count} sampled from the nodes' ephemeral ranges"
+    launch = ", ".join(map(str, facts.launch_ports))
+    return f"ports tried: launch {launch} on every node (master {facts.master}), {count} sampled from the " \
+           f"nodes' ephemeral ranges"
 
 
 def render_terminal(facts: NetFacts, findings: Sequence[Finding], verbose: bool = False) -> str:

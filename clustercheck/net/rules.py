@@ -24,14 +24,14 @@ def _port_range(facts: NetFacts, node: str) -> str:
     return f"{low}-{high}"
 
 
-def mesh(facts: NetFacts, master_port_number: int) -> List[Finding]:
+def mesh(facts: NetFacts) -> List[Finding]:
     """Rows 1-2: every node reaches every other node's ports, both directions.
 
-    The rendezvous port on the master is judged by master_port()."""
+    The launch ports (MASTER_PORT, the rendezvous port) are judged by launch_ports()."""
     rows = facts.attempts()
     if not rows:
         return []
-    failed = [r for r in facts.failed_attempts() if (r[1], r[2]) != (facts.master, master_port_number)]
+    failed = [r for r in facts.failed_attempts() if r[2] not in facts.launch_ports]
     if not failed:
         return [Finding("net.mesh", Status.OK, f"all {len(rows)} connections open between {len(facts.mesh)} nodes "
                                                f"({len({(r[0], r[1]) for r in rows})} ordered pairs)")]
@@ -78,38 +78,73 @@ def _open_remedy(facts: NetFacts, target: str, ports: Sequence[int]) -> str:
             f"and open just that")
 
 
-def master_port(facts: NetFacts, master_port_number: int) -> List[Finding]:
-    """Rows 3 and 17: the rendezvous port is free on the master, and every worker reaches it."""
+def _held(bind: Dict) -> str:
+    holder = bind.get("holder") or {}
+    return (f" (held by pid {holder['pid']}: {holder.get('command')})" if holder.get("pid")
+            else f" ({holder['command']})" if holder.get("command") else "")
+
+
+def _master_port(facts: NetFacts, bind: Dict, port: int) -> List[Finding]:
+    """The master this run would use (the first node, as Slurm's and DeepSpeed's launchers pick it):
+    the port is free there, and every worker reaches it."""
     master = facts.master
-    listener = facts.listeners.get(master)
-    if listener is None:
-        return []
-    bind = listener.get("master") or {}
+    kind = "master" if port == facts.launch_ports[0] else "rdzv"   # MASTER_PORT, or the c10d rendezvous
     if not bind.get("bound"):
         holder = bind.get("holder") or {}
-        held = (f" (held by pid {holder['pid']}: {holder.get('command')})" if holder.get("pid")
-                else f" ({holder['command']})" if holder.get("command") else "")
-        return [Finding("net.master.free", Status.FAIL,
-                        f"port {master_port_number} on {master} is in use{held}",
-                        [f"{master}: bind {master_port_number}: {bind.get('error')}"],
+        return [Finding(f"net.{kind}.free", Status.FAIL, f"port {port} on {master} is in use{_held(bind)}",
+                        [f"{master}: bind {port}: {bind.get('error')}"],
                         f"stop the leftover process{' (kill ' + str(holder['pid']) + ')' if holder.get('pid') else ''}"
-                        f", or use another port (--master-port here, MASTER_PORT / --master_port for the job)",
-                        [master])]
-    findings = [Finding("net.master.free", Status.OK, f"port {master_port_number} is free on {master}")]
-    to_master = [r for r in facts.attempts() if r[1] == master and r[2] == master_port_number]
+                        f", or use another port (--master-port / --rdzv-port here, MASTER_PORT / --rdzv-endpoint for "
+                        f"the job)", [master])]
+    findings = [Finding(f"net.{kind}.free", Status.OK, f"port {port} is free on {master}")]
+    to_master = [r for r in facts.attempts() if r[1] == master and r[2] == port]
     failed = [r for r in to_master if r[3] != "open"]
     if failed:
         findings.append(Finding(
-            "net.master.reach", Status.FAIL,
-            f"{fold([r[0] for r in failed])} cannot reach the rendezvous port {master}:{master_port_number} "
+            f"net.{kind}.reach", Status.FAIL,
+            f"{fold([r[0] for r in failed])} cannot reach the rendezvous port {master}:{port} "
             f"({', '.join(sorted({r[3] for r in failed}))})",
-            [f"{r[0]} -> {master} ({r[4].get('address', '?')}):{master_port_number}: {r[3]}" for r in failed],
-            f"open TCP port {master_port_number} on {master} to the other nodes (e.g. iptables -I INPUT -p tcp "
-            f"--dport {master_port_number} -s <cluster subnet> -j ACCEPT); MASTER_ADDR must be an address of "
+            [f"{r[0]} -> {master} ({r[4].get('address', '?')}):{port}: {r[3]}" for r in failed],
+            f"open TCP port {port} on {master} to the other nodes (e.g. iptables -I INPUT -p tcp "
+            f"--dport {port} -s <cluster subnet> -j ACCEPT); MASTER_ADDR must be an address of "
             f"{master} that every node routes to, the same on all nodes", [r[0] for r in failed]))
     elif to_master:
-        findings.append(Finding("net.master.reach", Status.OK,
-                                f"every node reaches {master}:{master_port_number}"))
+        findings.append(Finding(f"net.{kind}.reach", Status.OK, f"every node reaches {master}:{port}"))
+    return findings
+
+
+def launch_ports(facts: NetFacts) -> List[Finding]:
+    """Rows 3 and 17: MASTER_PORT and the rendezvous port, on every node. The master of this run
+    fails on them; another node warns, named as one that cannot be MASTER_ADDR: Slurm makes the
+    first node of each allocation the master, DeepSpeed the first host of the hostfile."""
+    findings: List[Finding] = []
+    others: Dict[str, List[str]] = {}
+    sources = [n for n in facts.mesh]
+    for node in [n.name for n in facts.nodes if n.name in facts.listeners]:
+        for bind in facts.launch(node):
+            port = bind.get("port")
+            if node == facts.master:
+                findings += _master_port(facts, bind, port)
+                continue
+            if not bind.get("bound"):
+                others.setdefault(node, []).append(f"port {port} in use{_held(bind)}")
+                continue
+            failed = [r for r in facts.failed_attempts() if r[1] == node and r[2] == port]
+            peers = [s for s in sources if s != node]
+            if failed and len(failed) == len(peers) and len({r[3] for r in failed}) == 1:
+                others.setdefault(node, []).append(f"inbound {port} {failed[0][3]}")
+            elif failed:
+                others.setdefault(node, []).append(f"inbound {port} {failed[0][3]} from {fold([r[0] for r in failed])}")
+    for node, problems in others.items():
+        findings.append(Finding(
+            "net.launch", Status.WARN, f"{node} cannot be MASTER_ADDR: {'; '.join(problems)}",
+            [f"{node}: {p}" for p in problems],
+            f"open TCP {', '.join(map(str, facts.launch_ports))} on {node} to the other nodes (or free them), or "
+            f"keep it from being the first node of an allocation or hostfile: the first node is the master",
+            [node]))
+    if not others and len(facts.listeners) > 1:
+        findings.append(Finding("net.launch", Status.OK, f"ports {', '.join(map(str, facts.launch_ports))} are free "
+                                                         f"and reachable on every node: any may be the master"))
     return findings
 
 
@@ -248,9 +283,9 @@ def links(facts: NetFacts) -> List[Finding]:
     return findings
 
 
-def judge_net(facts: NetFacts, master_port_number: int) -> List[Finding]:
-    findings = master_port(facts, master_port_number)
-    findings += mesh(facts, master_port_number)
+def judge_net(facts: NetFacts) -> List[Finding]:
+    findings = launch_ports(facts)
+    findings += mesh(facts)
     findings += peer_names(facts)
     findings += interfaces(facts)
     findings += node_ssh(facts)

@@ -18,7 +18,7 @@ from clustercheck.bench.gather import BenchOptions, format_size, parse_size
 from clustercheck.env import EnvOptions, EnvStage
 from clustercheck.errors import InputError
 from clustercheck.net import NetStage
-from clustercheck.net.gather import DEFAULT_MASTER_PORT, NetOptions
+from clustercheck.net.gather import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, NetOptions
 from clustercheck.options import OutputOptions, opt
 from clustercheck.preflight.diff import Changes, diff_reports, load_report, render_changes
 from clustercheck.preflight.report import to_json, write_preflight_report
@@ -49,7 +49,10 @@ class PreflightOptions:
     skip: Optional[Sequence[str]] = opt("--skip", callback=parse_stages, help="Skip these stages.")
     config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False), help="Thresholds file (as for env).")
     workdir: Optional[str] = opt("--workdir", help="Directory training runs in on the nodes (env checks it).")
-    master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535))
+    master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535),
+                           help="MASTER_PORT, tested on every node by net.")
+    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port: tested on every node by net, used by bench and smoke.")
     attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60))
     bench_max_bytes: int = opt("--bench-max-bytes", default=16 * 2 ** 20, callback=parse_size, show=format_size,
                                help="Largest all_reduce of the short sweep.")
@@ -70,17 +73,21 @@ class PreflightOptions:
         return [s for s in (self.only or STAGE_NAMES) if s not in (self.skip or ())]
 
 
-def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s: float = 600.0) -> BenchOptions:
+def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s: float = 600.0,
+                rdzv_port: int = DEFAULT_RDZV_PORT) -> BenchOptions:
     """preflight's bench: all_reduce from 1 MiB (or less) to max_bytes, then pairwise rounds of 1 MiB."""
     return BenchOptions(collectives=("all_reduce",), min_bytes=min(2 ** 20, max_bytes), max_bytes=max_bytes,
-                        step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=2 ** 20, timeout_s=timeout_s)
+                        step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=2 ** 20, timeout_s=timeout_s,
+                        rdzv_port=rdzv_port)
 
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
     return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path)),
-            NetStage(NetOptions(master_port=options.master_port, attempt_timeout_s=options.attempt_timeout_s)),
-            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s)),
-            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s))]
+            NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
+                                attempt_timeout_s=options.attempt_timeout_s)),
+            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port)),
+            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s,
+                                    rdzv_port=options.rdzv_port))]
 
 
 class PreflightView:

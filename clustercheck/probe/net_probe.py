@@ -3,8 +3,9 @@
 Shipped to the nodes with nodelib.py and run with the node's interpreter. Standard
 library only, Python 3.6+. Every mode prints JSON lines on stdout and never raises.
 
-    net_probe.py listen  [--master-port P] [--samples K] [--peers a,b] [--hold S]
-        Binds the rendezvous port (on the master) and K free ports from the node's
+    net_probe.py listen  [--launch-ports P,Q] [--samples K] [--peers a,b] [--hold S]
+        Binds the launch ports (MASTER_PORT and the c10d rendezvous port: any node may be
+        MASTER_ADDR) and K free ports from the node's
         ephemeral range, prints one JSON line {"ready": ...} with what it bound and the
         node's names and interfaces, then serves until --hold seconds pass or it is killed.
         Connections that send "P" get an echo, "S" a byte sink (for the link mode).
@@ -132,16 +133,16 @@ def serve_connection(conn):
 def listen(args):
     hold_s = float(args.get("hold", "120"))
     samples = int(args.get("samples", "2"))
-    master_port = int(args["master_port"]) if args.get("master_port") else None
+    wanted = [int(p) for p in (args.get("launch_ports") or "").split(",") if p.strip().isdigit()]
     low, high = ephemeral_range()
-    listeners, ports, master = [], {"ephemeral": []}, None
-    if master_port:
+    listeners, ports, launch = [], {"ephemeral": []}, []
+    for port in wanted:
         try:
-            listeners.append(bind_listener(master_port))
-            master = {"port": master_port, "bound": True}
+            listeners.append(bind_listener(port))
+            launch.append({"port": port, "bound": True})
         except OSError as exc:
-            master = {"port": master_port, "bound": False, "error": exc.strerror or str(exc),
-                      "holder": port_holder(master_port) if exc.errno == errno.EADDRINUSE else None}
+            launch.append({"port": port, "bound": False, "error": exc.strerror or str(exc),
+                           "holder": port_holder(port) if exc.errno == errno.EADDRINUSE else None})
     candidates = random.sample(range(low, high + 1), min(high - low + 1, samples * 20))
     for port in candidates:
         if len(ports["ephemeral"]) >= samples:
@@ -151,7 +152,7 @@ def listen(args):
             ports["ephemeral"].append(port)
         except OSError:
             continue
-    info = {"schema": SCHEMA, "ready": True, "master": master, "ports": ports, "ephemeral_range": [low, high],
+    info = {"schema": SCHEMA, "ready": True, "launch": launch, "ports": ports, "ephemeral_range": [low, high],
             "host": collect_host(args), "net": collect_net(args), "env": collect_env(args)}
     out(info)
     selector = selectors.DefaultSelector()
