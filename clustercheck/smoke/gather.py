@@ -54,8 +54,8 @@ class SmokeOptions:
                                              "(default: generated).")
     nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
                                         help="Ranks per node. Default: slots=, else the GPU count, else 1.")
-    rdzv_port: int = opt("--rdzv-port", default=29400, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
+    rdzv_port: int = opt("--rdzv-port", default=29401, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port on the first node.")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
                            help="Deadline in seconds for the whole run (the first DeepSpeed run compiles for "
                                 "~100 s).")
