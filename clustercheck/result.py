@@ -36,8 +36,8 @@ class Status(enum.IntEnum):
         return self.name
 
 
-VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS", Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED",
-            Status.FAIL: "NOT READY"}
+VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS",
+            Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED", Status.FAIL: "NOT READY"}
 
 
 @dataclass

@@ -106,13 +106,14 @@ def ports(ctx: EnvContext) -> List[Finding]:
         "rdma.port.rate", Status.WARN, {n: "; ".join(t) for n, t in slow.items()},
         "RDMA ports at a lower rate than the same port elsewhere on {nodes}",
         "reseat or replace the cable or transceiver; check the switch port's speed (ibstat, ibportstate)", "")
-    if by_node and not findings and any(by_node.values()):
+    if not findings and any(by_node.values()):
         count = sum(1 for ports_ in by_node.values() for q in ports_ if q.get("state") == "ACTIVE")
-        findings.append(Finding("rdma.ports", Status.OK, f"{count} RDMA ports on {fold(list(by_node))} are ACTIVE "
-                                                         f"at the same rate as elsewhere (the others excluded by "
-                                                         f"NCCL_IB_HCA)" if count < sum(map(len, by_node.values()))
-                                else f"all {count} RDMA ports on {fold(list(by_node))} are ACTIVE at the same "
-                                     f"rate as elsewhere"))
+        summary = f"{count} RDMA ports on {fold(list(by_node))} are ACTIVE at the same rate as elsewhere"
+        if count < sum(map(len, by_node.values())):
+            summary += " (the others excluded by NCCL_IB_HCA)"
+        else:
+            summary = "all " + summary
+        findings.append(Finding("rdma.ports", Status.OK, summary))
     return findings
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Sequence
 from clustercheck.compare import group_by_value
 from clustercheck.config import EnvThresholds
 from clustercheck.inventory import fold
-from clustercheck.node.facts import NOT_INSTALLED, get, gib, gpu_count, gpus
+from clustercheck.node.facts import NOT_INSTALLED, get, gib, gpu_count
 from clustercheck.node.judges import nodes_finding
 from clustercheck.node.probe import Probed, interpreter
 from clustercheck.result import Finding, Status

@@ -106,10 +106,11 @@ def parse_nvlink_s(text: str) -> Dict[int, Dict[int, bool]]:
     return gpus
 
 
-def topologies(ctx: EnvContext) -> Dict[str, Topology]:
+def topologies(probed: Sequence[Probed]) -> Dict[str, Topology]:
+    """node -> its topo -m matrix, for the nodes that have one."""
     out = {}
-    for p in ctx.ok:
-        topo = parse_topo_m(get(p.facts, "gpu", "topology", "topo_m"))
+    for p in probed:
+        topo = parse_topo_m(get(p.facts, "gpu", "topology", "topo_m")) if p.facts else None
         if topo is not None:
             out[p.name] = topo
     return out
@@ -170,23 +171,22 @@ def _nvlinks(ctx: EnvContext) -> List[Finding]:
         if down:
             bad[node] = "inactive: " + "; ".join(down)
     # Claimed only where every link read was active: a link inactive on every GPU is not called active.
-    checked = [n for n, g in states.items() if g and n not in bad and all(
-        up for links in g.values() for up in links.values()) and any(links for links in g.values())]
+    checked = [n for n, g in states.items() if any(g.values()) and all(up for links in g.values()
+                                                                        for up in links.values())]
     return nodes_finding("gpu.nvlink", Status.FAIL, bad, "NVLink links inactive on {nodes}",
                          "reset the GPU or reboot; if the link stays down, reseat the GPU or NVLink bridge / "
                          "replace the baseboard (nvidia-smi nvlink -s, -e for error counters)",
-                         f"every NVLink is active on {fold(checked)}" if checked and not bad else "")
+                         f"every NVLink is active on {fold(checked)}" if checked else "")
 
 
 def judge(ctx: EnvContext) -> List[Finding]:
-    topos = topologies(ctx)
+    topos = topologies(ctx.ok)
     return _compare(ctx, topos) + _far_nics(ctx, topos) + _nvlinks(ctx)
 
 
 def markdown(probed: Sequence[Probed]) -> List[str]:
     """The report's GPU topology section: each distinct matrix once, with the nodes that have it."""
-    topos = {p.name: parse_topo_m(get(p.facts, "gpu", "topology", "topo_m")) for p in probed if p.facts}
-    topos = {n: t for n, t in topos.items() if t is not None}
+    topos = topologies(probed)
     if not topos:
         return []
     grouping = group_by_value({n: t.signature() for n, t in topos.items()}, list(topos))

@@ -42,8 +42,8 @@ class NetStage(Stage):
             return f"collectives would hang on the network: no listener on {fold(list(facts.problems))} " \
                    f"({first}: {facts.problems[first]})"
         if not facts.master_bound():
-            return f"collectives would hang on the network: a launch port ({', '.join(map(str, facts.launch_ports))}) " \
-                   f"is in use on {facts.master}"
+            ports = ", ".join(map(str, facts.launch_ports))
+            return f"collectives would hang on the network: a launch port ({ports}) is in use on {facts.master}"
         failed = facts.blocking_failures()
         if failed:
             source, target, port, state, _ = failed[0]

@@ -119,7 +119,10 @@ def launch_ports(facts: NetFacts) -> List[Finding]:
     first node of each allocation the master, DeepSpeed the first host of the hostfile."""
     findings: List[Finding] = []
     others: Dict[str, List[str]] = {}
-    sources = [n for n in facts.mesh]
+    failed_to: Dict[Tuple[str, int], List[Tuple[str, str, int, str, Dict]]] = {}
+    for row in facts.failed_attempts():   # once: at 1,000 nodes the attempts number millions
+        if row[2] in facts.launch_ports:
+            failed_to.setdefault((row[1], row[2]), []).append(row)
     for node in [n.name for n in facts.nodes if n.name in facts.listeners]:
         for bind in facts.launch(node):
             port = bind.get("port")
@@ -129,8 +132,8 @@ def launch_ports(facts: NetFacts) -> List[Finding]:
             if not bind.get("bound"):
                 others.setdefault(node, []).append(f"port {port} in use{_held(bind)}")
                 continue
-            failed = [r for r in facts.failed_attempts() if r[1] == node and r[2] == port]
-            peers = [s for s in sources if s != node]
+            failed = failed_to.get((node, port), [])
+            peers = [s for s in facts.mesh if s != node]
             if failed and len(failed) == len(peers) and len({r[3] for r in failed}) == 1:
                 others.setdefault(node, []).append(f"inbound {port} {failed[0][3]}")
             elif failed:

@@ -68,21 +68,23 @@ def pci_of(text):
     return text.lower()
 
 
+def _from_last(lines, marks):
+    """The lines from the last one that `marks` (a predicate) on; all of them when none does."""
+    for index in range(len(lines) - 1, -1, -1):
+        if marks(lines[index]):
+            return lines[index:]
+    return lines
+
+
 def since_driver_load(lines):
     """The lines from the NVIDIA driver's last load on: a GPU reset through a module reload (or a
     reboot) starts anew, and what was logged before it no longer describes the GPUs."""
-    for index in range(len(lines) - 1, -1, -1):
-        if DRIVER_LOADED in lines[index]:
-            return lines[index:]
-    return lines
+    return _from_last(lines, lambda line: DRIVER_LOADED in line)
 
 
 def since_boot(lines):
     """The lines of a multi-boot log file (kern.log, messages) from the last boot on."""
-    for index in range(len(lines) - 1, -1, -1):
-        if BOOTED.search(lines[index]):
-            return lines[index:]
-    return lines
+    return _from_last(lines, BOOTED.search)
 
 
 def xid_events(lines, boot=None):
@@ -111,7 +113,7 @@ def xid_events(lines, boot=None):
         elif said_again:   # the driver's own words for an Xid 79 already counted
             continue
         event = found[key]
-        event["count"] = event["count"] + 1
+        event["count"] += 1
         event["last"] = when
         event["line"] = message
     events = [found[key] for key in order]

@@ -169,8 +169,9 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
         median_step = statistics.median(step for _, step, _ in per_node.values())
         # Every rank pays a straggler's excess each step; an excess under STRAGGLER_STEP_SHARE of the
         # step is what a busy host's scheduling makes of a few milliseconds, not a slow node.
+        floor = max(2.0, STRAGGLER_STEP_SHARE * median_step)
         slow = {n: fwd for n, (_, _, fwd) in per_node.items()
-                if fwd > STRAGGLER_RATIO * median_fwd and fwd - median_fwd > max(2.0, STRAGGLER_STEP_SHARE * median_step)}
+                if fwd > STRAGGLER_RATIO * median_fwd and fwd - median_fwd > floor}
         if slow:
             return [Finding("smoke.straggler", Status.WARN,
                             f"straggler: {fold(list(slow))} computes a step's forward pass in "
