@@ -77,3 +77,21 @@ def test_gpu_faults_and_garbage_on_real_nodes(box, tmp_path):
     proc = env(box, str(alone))
     assert proc.returncode == EXIT_UNKNOWN, proc.stdout[-3000:] + proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "UNKNOWN"
+
+
+def test_a_stand_in_leaves_the_other_programs_of_its_directory_working(box):
+    """The node sees the directory as links to the real one, bound at a private path: links through
+    the directory itself would point back at the mirror and loop."""
+    name = box.nodes[0].name
+    real = os.path.join(box.dir, "tools-under-test")
+    os.makedirs(real, exist_ok=True)
+    with open(os.path.join(real, "hello"), "w") as handle:
+        handle.write("#!/bin/sh\necho hello from the real directory\n")
+    os.chmod(os.path.join(real, "hello"), 0o755)
+    faults.stand_in(box, name, "nvidia-smi", {"-q -x": data("nvidia-smi", "t4-driver-595.xml")}, bin_dir=real)
+    faults.stand_in(box, name, "ibstat", {"": data("ibstat", "ib-down-linkup-network-operator-249.txt")},
+                    bin_dir=real)
+    assert faults.node_exec(box, name, [os.path.join(real, "hello")]).stdout == "hello from the real directory\n"
+    assert "Tesla T4" in faults.node_exec(box, name, [os.path.join(real, "nvidia-smi"), "-q", "-x"]).stdout
+    assert "mlx5_7" in faults.node_exec(box, name, [os.path.join(real, "ibstat")]).stdout
+    assert os.listdir(real) == ["hello"]   # the host's directory is untouched

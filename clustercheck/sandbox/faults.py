@@ -10,7 +10,7 @@ import shlex
 import shutil
 import signal
 import time
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from clustercheck.sandbox.cluster import Sandbox, SandboxError, SandboxNode, _pid_alive, sh
 
@@ -130,28 +130,37 @@ def _package_of(entry: str) -> str:
     return _normalise(entry[:-3] if entry.endswith(".py") else entry)
 
 
-def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Sequence[str]) -> None:
-    """On this node only, `site_packages` lacks the named entries (packages and their dist-info).
-
-    The node sees a directory of links to every other entry, bound over the real one; the
-    real directory stays reachable for the links at a private path inside the node.
-    """
+def mirror(box: Sandbox, name: str, directory: str, tag: str, keep: Callable[[str], bool]) -> str:
+    """On this node only, `directory` shows a directory (returned, in the sandbox's own) of links to
+    the entries `keep` accepts, plus what the caller puts there. The links go through the real
+    directory bound at a private path inside the node: a link through `directory` itself would
+    point back at the mirror. A later call on the same directory relinks in place."""
     node = box.node(name)
-    site_packages = os.path.realpath(site_packages)
-    original = os.path.join(box.dir, f"site.{node.name}.orig")
-    mirror = os.path.join(box.dir, f"site.{node.name}.mirror")
+    original = os.path.join(box.dir, f"{tag}.{node.name}.orig")
+    own = os.path.join(box.dir, f"{tag}.{node.name}.mirror")
+    mounted = directory in node.mounts
+    if not mounted:
+        shutil.rmtree(own, ignore_errors=True)
     os.makedirs(original, exist_ok=True)
-    shutil.rmtree(mirror, ignore_errors=True)  # an earlier fault's links would show what is hidden now
-    os.makedirs(mirror)
+    os.makedirs(own, exist_ok=True)
+    for entry in os.listdir(own):   # an earlier call's links would show what is left out now
+        if os.path.islink(os.path.join(own, entry)):
+            os.remove(os.path.join(own, entry))
+    for entry in os.listdir(directory) if os.path.isdir(directory) else []:
+        if keep(entry) and not os.path.lexists(os.path.join(own, entry)):
+            os.symlink(os.path.join(original, entry), os.path.join(own, entry))
+    if not mounted:
+        node_exec(box, name, ["mount", "--bind", directory, original])
+        node_exec(box, name, ["mount", "--bind", own, directory])
+        node.mounts += [directory, original]
+    return own
+
+
+def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Sequence[str]) -> None:
+    """On this node only, `site_packages` lacks the named entries (packages and their dist-info)."""
     hidden_names = {_normalise(h) for h in hidden}
-    for entry in os.listdir(site_packages):
-        if _package_of(entry) in hidden_names:
-            continue
-        os.symlink(os.path.join(original, entry), os.path.join(mirror, entry))
-    node_exec(box, name, ["mount", "--bind", site_packages, original])
-    node_exec(box, name, ["mount", "--bind", mirror, site_packages])
-    node.mounts += [site_packages, original]
-    _record(box, node, f"hidden from python: {', '.join(hidden)}")
+    mirror(box, name, os.path.realpath(site_packages), "site", lambda entry: _package_of(entry) not in hidden_names)
+    _record(box, box.node(name), f"hidden from python: {', '.join(hidden)}")
 
 
 def crash(box: Sandbox, name: str) -> None:
@@ -189,15 +198,10 @@ def stand_in(box: Sandbox, name: str, program: str, outputs: Dict[str, str], bin
     ("-q -x") to a file; any other arguments fail as the real tool does on a bad flag. For tools
     that cannot run here (nvidia-smi without a GPU), fed with output recorded on real machines.
 
-    The node sees `bin_dir` (on sshd's PATH) as a directory of links to what is there plus
-    the stand-in; the host's directory is not touched."""
+    The node sees `bin_dir` (on sshd's PATH) as a mirror of what is there plus the stand-in;
+    the host's directory is not touched."""
     node = box.node(name)
-    own = os.path.join(box.dir, f"bin.{node.name}")
-    if bin_dir not in node.mounts:
-        shutil.rmtree(own, ignore_errors=True)
-        os.makedirs(own)
-        for entry in os.listdir(bin_dir) if os.path.isdir(bin_dir) else []:
-            os.symlink(os.path.join(bin_dir, entry), os.path.join(own, entry))
+    own = mirror(box, name, bin_dir, "bin", lambda entry: entry != program)
     cases = ""
     for number, (args, path) in enumerate(outputs.items()):   # copied: the nodes' /tmp is their own
         copy = os.path.join(own, f".{program}.{number}")
@@ -208,8 +212,6 @@ def stand_in(box: Sandbox, name: str, program: str, outputs: Dict[str, str], bin
         handle.write(f'#!/bin/sh\ncase "$*" in\n{cases}  *) echo "{program}: invalid option: $*" >&2; exit 2 ;;\n'
                      "esac\n")
     os.chmod(script, 0o755)
-    if bin_dir not in node.mounts:
-        bind(box, name, own, bin_dir)
     _record(box, node, f"stand-in {program}: {', '.join(sorted(outputs))}")
 
 
