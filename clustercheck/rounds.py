@@ -1,11 +1,38 @@
-"""Rounds of disjoint pairs: every node in at most one pair per round (net's link test, bench's pairwise)."""
+"""Rounds of disjoint pairs (every node in at most one pair per round), and the adaptive search
+for slow nodes and slow links that plans them.
+
+Standard library only: the bench worker is shipped to the nodes with this file beside it and
+plans its rounds with `Isolation`; the tool replays the measured pairs through the same class to
+judge them, so what the worker chose to measure and what the report concludes cannot disagree.
+
+Adaptive isolation (Google's cluster-health-scanner re-tests a suspect against a node that
+passed; NVIDIA's cluster-readiness-engine screens with groups before it isolates):
+1. screen: one round of disjoint pairs (an odd node out waits). The reference speed is the upper
+   median of the screen's pairs; a pair below SLOW x the reference is slow and both its nodes are
+   suspects; the nodes of the fast pairs have passed.
+2. confirm: each suspect exchanges with a node that passed, a different one each round, until it
+   is slow with two of them (a slow node) or fast with one (then its partner or their link was
+   slow). Mixed results need two more votes on one side than the other side has; five tries
+   without that leave the node undecided, which is reported as such.
+3. retest: a slow pair whose two nodes both proved fast is measured again: slow twice is a slow
+   link, fast the second time was noise.
+A few bad nodes cost three rounds whatever N: screen, confirm, confirm. More suspects than nodes
+that passed cost more rounds. A link between two nodes that both passed their screen is not
+measured: the full round robin (N-1 rounds) measures every pair, for small clusters.
+"""
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+SLOW = 0.6          # a pair below this fraction of the reference speed is slow
+MAX_VOTES = 5       # a suspect tried with this many partners without a clear majority is undecided
+
+Pair = Tuple[str, str]
 
 
-def round_robin(names: Sequence[str]) -> List[List[Tuple[str, str]]]:
+def round_robin(names: Sequence[str]) -> List[List[Pair]]:
     """Rounds of disjoint pairs covering every pair once (the circle method)."""
     players = list(names) + ([None] if len(names) % 2 else [])
     rounds = []
@@ -15,3 +42,159 @@ def round_robin(names: Sequence[str]) -> List[List[Tuple[str, str]]]:
         rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
         players = [players[0], players[-1]] + players[1:-1]
     return rounds
+
+
+def round_limit(count: int) -> int:
+    """Rounds the adaptive search may take: 2*ceil(log2 N)+2, at least six."""
+    return max(6, 2 * math.ceil(math.log2(max(count, 2))) + 2)
+
+
+def upper_median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+class Isolation:
+    """Plans rounds of pairs (`plan`), takes their speeds (`record`), and says what it found."""
+
+    def __init__(self, nodes: Sequence[str], max_rounds: Optional[int] = None):
+        self.nodes = list(nodes)
+        self.max_rounds = max_rounds or round_limit(len(self.nodes))
+        self.reference: Optional[float] = None
+        self.state: Dict[str, str] = {n: "untested" for n in self.nodes}   # passed, suspect, slow, undecided
+        self.slow_with: Dict[str, List[str]] = {n: [] for n in self.nodes}
+        self.fast_with: Dict[str, List[str]] = {n: [] for n in self.nodes}
+        self.slow_pairs: Dict[Pair, int] = {}        # pair -> times measured slow, while it may be a link
+        self.links: List[Pair] = []                  # slow twice, both nodes fast with others
+        self.noise: List[Pair] = []                  # slow once, fast when measured again
+        self.measured: List[Tuple[int, str, str, str, float]] = []   # round, phase, a, b, GB/s
+        self.rounds = 0
+        self._phases: Dict[Pair, str] = {}
+        self._waiting = False
+
+    # ---- planning -----------------------------------------------------------------------------
+    def plan(self) -> List[Tuple[str, str, str]]:
+        """The next round as (a, b, phase) triples; empty when the search is over."""
+        if self._waiting:
+            raise RuntimeError("the previous round was not recorded")
+        if self.rounds == 0:
+            pairs = [(self.nodes[i], self.nodes[i + 1], "screen") for i in range(0, len(self.nodes) - 1, 2)]
+        elif self.rounds >= self.max_rounds:
+            pairs = []
+        else:
+            pairs = self._next_pairs()
+        if not pairs:
+            self.close()
+            return []
+        self._phases = {(a, b): phase for a, b, phase in pairs}
+        self._waiting = True
+        return pairs
+
+    def _next_pairs(self) -> List[Tuple[str, str, str]]:
+        busy: set = set()
+        pairs = []
+        for a, b in sorted(self.slow_pairs):
+            if self.state[a] == "passed" and self.state[b] == "passed" and not {a, b} & busy:
+                pairs.append((a, b, "retest"))
+                busy |= {a, b}
+        good = [n for n in self.nodes if self.state[n] == "passed"]
+        uses = {n: 0 for n in good}
+        for node in self.nodes:
+            if self.state[node] not in ("suspect", "untested") or node in busy:
+                continue
+            tried = self.partners(node)
+            free = [g for g in good if g != node and g not in busy and g not in tried]
+            if not free:
+                if not [g for g in good if g != node and g not in tried]:
+                    self.state[node] = "undecided"      # every node that passed has been tried
+                continue
+            partner = min(free, key=lambda g: uses[g])
+            uses[partner] += 1
+            pairs.append((node, partner, "confirm"))
+            busy |= {node, partner}
+        return pairs
+
+    def partners(self, node: str) -> set:
+        """Every node this one has been measured with: a second exchange with one tells nothing new."""
+        return {b if a == node else a for _, _, a, b, _ in self.measured if node in (a, b)}
+
+    # ---- results ------------------------------------------------------------------------------
+    def record(self, speeds: Dict[Pair, float]) -> None:
+        """GB/s of every pair of the round just planned (a pair that did not report is left out)."""
+        phases, self._phases, self._waiting = self._phases, {}, False
+        self.rounds += 1
+        for (a, b), phase in phases.items():
+            if (a, b) in speeds:
+                self.measured.append((self.rounds - 1, phase, a, b, speeds[(a, b)]))
+        if self.reference is None:
+            screened = [speeds[p] for p, phase in phases.items() if phase == "screen" and p in speeds]
+            self.reference = upper_median(screened) if screened else None
+            if self.reference is None:
+                return
+        limit = SLOW * self.reference
+        for (a, b), phase in phases.items():
+            if (a, b) not in speeds:
+                continue
+            slow = speeds[(a, b)] < limit
+            if phase == "screen":
+                for node in (a, b):
+                    self.state[node] = "suspect" if slow else "passed"
+                if slow:
+                    self.slow_pairs[(a, b)] = 1
+            elif phase == "retest":
+                del self.slow_pairs[(a, b)]
+                (self.links if slow else self.noise).append((a, b))
+            else:
+                (self.slow_with if slow else self.fast_with)[a].append(b)
+                if slow:
+                    self.slow_pairs[(a, b)] = 1
+                self._decide(a)
+        # A slow pair is explained once one of its nodes is slow; it is a link only between fast nodes.
+        for pair in list(self.slow_pairs):
+            if any(self.state[n] == "slow" for n in pair):
+                del self.slow_pairs[pair]
+
+    def _decide(self, node: str) -> None:
+        slow, fast = len(self.slow_with[node]), len(self.fast_with[node])
+        if slow >= 2 and slow >= fast + 2 or slow >= 2 and fast == 0:
+            self.state[node] = "slow"
+        elif fast >= 1 and slow == 0 or fast >= 2 and fast >= slow + 2:
+            self.state[node] = "passed"
+        elif slow + fast >= MAX_VOTES:
+            self.state[node] = "undecided"
+        else:
+            self.state[node] = "suspect"
+        if self.state[node] == "passed":
+            # the slow results this node had with nodes that passed were their link, or noise
+            for partner in self.slow_with[node]:
+                self.slow_pairs[(node, partner)] = 1
+
+    def close(self) -> None:
+        """The search ends here (done, out of rounds or out of time): what is still open is undecided."""
+        self._waiting = False
+        for node, state in self.state.items():
+            if state in ("suspect", "untested"):
+                self.state[node] = "undecided"
+
+    # ---- what was found -------------------------------------------------------------------------
+    def slow_nodes(self) -> List[str]:
+        return [n for n in self.nodes if self.state[n] == "slow"]
+
+    def undecided(self) -> List[str]:
+        return [n for n in self.nodes if self.state[n] in ("undecided", "suspect", "untested")]
+
+    def open_pairs(self) -> List[Pair]:
+        """Pairs measured slow once whose cause was not settled when the search ended."""
+        return sorted(self.slow_pairs)
+
+
+def replay(nodes: Sequence[str], rounds: Sequence[Dict[Pair, float]], max_rounds: Optional[int] = None) -> Isolation:
+    """The search as the worker ran it: its measured rounds, in order, recorded again."""
+    search = Isolation(nodes, max_rounds)
+    for speeds in rounds:
+        planned = search.plan()
+        if not planned:
+            break
+        search.record(speeds)
+    search.close()
+    return search

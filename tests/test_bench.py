@@ -66,14 +66,14 @@ def test_time_cells_shrink_decimals_like_nccl_tests():
     assert time_cell(10094.4) == "  10094"
 
 
-def stage(runs, events=(), name="sweep"):
+def stage(runs, events=(), name="bench", config=None):
     node_runs = {}
     for node, (code, lost, error) in runs.items():
         node_runs[node] = NodeRun(node, exit_code=code, lost=lost, error=error)
     first = next(iter(node_runs.values()))
     first.events = [{"event": "start", "world": len(runs), "ranks": [{"node": n, "local_rank": 0} for n in runs]},
                     *events]
-    return LaunchResult(name, node_runs, 3.0, {"iters": 5, "warmup": 2, "check": True})
+    return LaunchResult(name, node_runs, 3.0, config or {"iters": 5, "warmup": 2, "check": True, "size_budget": 2.0})
 
 
 def test_a_node_lost_mid_run_is_the_culprit():
@@ -99,7 +99,7 @@ def pairs(speeds, confirm=()):
     events += [{"event": "pair", "phase": "confirm", "a": a, "b": b, "bytes": 10 ** 6, "time_us": 10 ** 3 / s}
                for (a, b), s in confirm]
     facts = BenchFacts([Node(n) for n in ("n1", "n2", "n3", "n4")], [])
-    facts.stages.append(stage({n.name: (0, False, "") for n in facts.nodes}, events, name="pairwise"))
+    facts.stages.append(stage({n.name: (0, False, "") for n in facts.nodes}, events, config={"pairwise": "full"}))
     return facts
 
 

@@ -50,17 +50,42 @@ def test_a_three_node_sweep_of_every_collective_is_correct_and_sane(box, tmp_pat
     assert gone("clustercheck_bench_worker")
 
 
-def test_pairwise_names_the_node_whose_link_is_slowed(box, tmp_path):
+def test_a_node_at_50_mbit_is_named_before_the_sweep_and_the_sweep_stops_at_its_budget(box, tmp_path):
+    """Issue 15: 4 nodes, one at 50 Mbit/s, the others unlimited; stderr is a pipe, not a TTY."""
     slow = box.nodes[2].name
+    faults.slow_link(box, slow, 50)
+    proc = subprocess.run(bench_argv(box, box.nodes_file, "--pairwise"), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == EXIT_FAIL, proc.stderr
+    doc = json.loads(proc.stdout)
+    found = {f["check"]: f for f in doc["findings"] if f["status"] != "OK"}
+    assert set(found) == {"bench.pairwise.node", "bench.budget"}, found
+    assert found["bench.pairwise.node"]["nodes"] == [slow]
+    assert "were not measured" in found["bench.budget"]["summary"]
+    [stage] = doc["stages"]
+    assert len([p for p in stage["pairs"] if p["phase"] == "matrix"]) == 6     # auto: every pair at 4 nodes
+    assert stage["budget"] and max(r["size"] for r in stage["rows"]) < 64 * 2 ** 20
+    # progress: a line per round and per size, the slow node named before the first size
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("[bench] ")]
+    rounds = [i for i, line in enumerate(lines) if " round " in line]
+    sizes = [i for i, line in enumerate(lines) if line.startswith("[bench] all_reduce ")]
+    named = [i for i, line in enumerate(lines) if "pair rounds done" in line or "slowest" in line and slow in line]
+    assert len(rounds) >= 3 and len(sizes) == len(stage["rows"]) and named and named[0] < sizes[0], proc.stderr
+    assert "\r" not in proc.stderr
+    assert gone("clustercheck_bench_worker")
+
+
+def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path):
+    slow = box.nodes[1].name
     faults.slow_link(box, slow, 100)
-    code, doc = run_bench(box, box.nodes_file, "-c", "all_reduce", "-b", "256K", "-e", "256K", "-n", "2", "-w", "1",
-                          "--pairwise", "--pair-bytes", "1M")
+    code, doc = run_bench(box, box.nodes_file, "-c", "all_reduce", "-b", "64K", "-e", "64K", "--pairwise", "adaptive",
+                          "--pair-bytes", "1M")
     assert code == EXIT_FAIL
     found = {f["check"]: f for f in doc["findings"] if f["status"] != "OK"}
     assert set(found) == {"bench.pairwise.node"}, found
     assert found["bench.pairwise.node"]["nodes"] == [slow]
-    pairs = doc["stages"][1]["pairs"]
-    assert len([p for p in pairs if p["phase"] == "matrix"]) == 6
+    assert [p["phase"] for p in doc["stages"][0]["pairs"] if slow in (p["a"], p["b"])] == \
+        ["screen", "confirm", "confirm"]
 
 
 def test_a_node_killed_mid_sweep_is_named_and_nothing_is_left_running(box, tmp_path):
@@ -81,7 +106,7 @@ def test_a_node_killed_mid_sweep_is_named_and_nothing_is_left_running(box, tmp_p
         proc.kill()
     assert proc.returncode == EXIT_FAIL, err
     doc = json.loads(out)
-    [finding] = [f for f in doc["findings"] if f["check"] == "bench.sweep"]
+    [finding] = [f for f in doc["findings"] if f["check"] == "bench.torchrun"]
     assert finding["nodes"] == [victim.name]
     assert f"{victim.name} went down mid-run" in finding["summary"]
     assert elapsed < 60, elapsed      # the peers notice at once, not at the 120 s deadline

@@ -85,12 +85,12 @@ def bench_result(launches):
 
 def test_failed_pairwise_ranks_skip_smoke_and_a_clean_bench_does_not():
     bench, smoke = BenchStage(BenchOptions()), SmokeStage(SmokeOptions())
-    clean = bench_result([launch("sweep", {"a": 0, "b": 0}), launch("pairwise", {"a": 0, "b": 0})])
+    clean = bench_result([launch("torchrun", {"a": 0, "b": 0})])
     assert bench.blocks(clean, smoke) == ""
-    broken = bench_result([launch("sweep", {"a": 0, "b": 0}), launch("pairwise", {"a": 0, "b": 1})])
-    assert bench.blocks(broken, smoke) == "the bench's ranks failed: the pairwise launch on b"
-    hung = bench_result([launch("sweep", {"a": None, "b": 0})])
-    assert bench.blocks(hung, smoke) == "the bench's ranks failed: the sweep launch on a"
+    broken = bench_result([launch("torchrun", {"a": 0, "b": 1})])
+    assert bench.blocks(broken, smoke) == "the bench's ranks failed: the torchrun launch on b"
+    hung = bench_result([launch("torchrun", {"a": None, "b": 0})])
+    assert bench.blocks(hung, smoke) == "the bench's ranks failed: the torchrun launch on a"
 
 
 def parse_back(command):
@@ -106,7 +106,7 @@ def test_reproduce_with_commands_carry_every_option_given_and_parse_back_to_the_
     thresholds = tmp_path / "cc.toml"
     thresholds.write_text("[env]\nnofile_min = 1024\n")
     options = PreflightOptions(workdir="/scratch/run", config_path=str(thresholds), master_port=29555,
-                               attempt_timeout_s=2.0, bench_max_bytes=4 * 2 ** 20, pairwise=False, smoke_mode="zero2",
+                               attempt_timeout_s=2.0, bench_max_bytes=4 * 2 ** 20, pairwise="off", smoke_mode="zero2",
                                smoke_steps=12, timeout_s=120.0)
     cluster = ClusterOptions(nodes_file="nodes.txt", ssh_config="ssh cfg", python_path="/opt/py", fanout=16,
                              connect_timeout_s=3.0, known_hosts=("kh1", "kh2"), accept_new_hostkeys=True)
@@ -121,7 +121,7 @@ def test_reproduce_with_commands_carry_every_option_given_and_parse_back_to_the_
     commands = {s.name: s.command([]) for s in preflight_stages(options)}
     assert "--workdir /scratch/run" in commands["env"] and f"--config {thresholds}" in commands["env"]
     assert "--timeout 120" in commands["bench"] and "--timeout 120" in commands["smoke"]
-    assert "-e 4M" in commands["bench"] and "--pairwise" not in commands["bench"]
+    assert "-e 4M" in commands["bench"] and "--pairwise off" in commands["bench"]
 
 
 # ---- the layout the code keeps ---------------------------------------------------------------

@@ -40,9 +40,8 @@ class BenchStage(Stage):
         self.expect = expectations(options)
 
     def gather(self, layer: NodeLayer) -> BenchFacts:
-        progress = print_progress()
-        facts = gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, progress)
-        if progress:
+        facts = gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, print_progress())
+        if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")   # the progress line ends here
         return facts
 
@@ -50,7 +49,7 @@ class BenchStage(Stage):
         return judge_bench(facts, self.expect, self.options.timeout_s)
 
     def blocks(self, result: StageResult, later: Stage) -> str:
-        """A later torchrun stage would fail the same way the bench's ranks did (the sweep's or the pairs')."""
+        """A later torchrun stage would fail the same way the bench's ranks did."""
         facts: BenchFacts = result.facts
         if not later.launches_ranks:
             return ""
@@ -82,6 +81,9 @@ class BenchStage(Stage):
         pairs = render.pair_matrix(result.facts, "github")
         if pairs:
             out += ["### Pairwise exchange (GB/s)", "", pairs, ""]
+        rounds = render.search_rounds(result.facts, "github")
+        if rounds:
+            out += ["### Pair rounds (adaptive search)", "", rounds, ""]
         return out + [f"![{image}]({image})" for image in images] + [""]
 
     def report_json(self, result: StageResult) -> Dict:

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import click
 
 from clustercheck.bench.figures import BenchFigures, compute_figures
-from clustercheck.bench.table import COLLECTIVES
+from clustercheck.bench.table import COLLECTIVES, bandwidths
 from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
@@ -35,13 +35,15 @@ from clustercheck.launch import (
 )
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
-from clustercheck.rounds import round_robin
+from clustercheck.rounds import round_limit
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+ROUNDS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rounds.py")
 GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=5, warmup=2)
 NCCL_DEFAULTS = dict(min_bytes=8, max_bytes=2 ** 30, step_factor=2, iters=20, warmup=5)
 
 
+PAIR_MODES = ["auto", "adaptive", "full", "off"]
 UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
 
 
@@ -106,10 +108,18 @@ class BenchOptions:
                            help="Deadline in seconds for each launch (start, rendezvous, sweep).")
     op_timeout_s: float = opt("--op-timeout", default=60.0, type=click.FloatRange(1),
                               help="Deadline for one collective inside torch.distributed.")
-    pairwise: bool = opt("--pairwise", is_flag=True, default=False,
-                         help="Then exchange between every pair of nodes, in rounds, to name a slow node or link.")
-    pair_bytes: int = _size("--pair-bytes", default=16 * 2 ** 20, help="Bytes each node of a pair sends "
-                                                                       "(--pairwise).")
+    pairwise: str = opt("--pairwise", default="auto", type=click.Choice(PAIR_MODES), is_flag=False,
+                        flag_value="auto",
+                        help="Before the sweep, rounds of node pairs that name a slow node or link: adaptive "
+                             "(a screen, then suspects against nodes that passed: a few rounds at any size), "
+                             "full (every pair: N-1 rounds), auto (full up to 4 nodes, else adaptive), off.")
+    pair_bytes: int = _size("--pair-bytes", default=16 * 2 ** 20, help="Bytes each node of a pair sends.")
+    size_budget_s: float = opt("--size-budget", default=2.0, type=click.FloatRange(0.05),
+                               help="Seconds for each size of the sweep and each round of pairs: iterations "
+                                    "beyond the first stop there.")
+    stage_budget_s: float = opt("--stage-budget", default=60.0, type=click.FloatRange(1),
+                                help="Seconds for the sweep, and for the pair rounds: past them no larger size "
+                                     "and no further round starts (the report says so).")
     expect_busbw: Optional[float] = opt("--expect-busbw", type=click.FloatRange(0, min_open=True),
                                         help="Expected bus bandwidth, GB/s.")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
@@ -122,7 +132,7 @@ class BenchFacts:
     probed: List[Probed]
     backend: str = "gloo"
     nproc: Dict[str, int] = field(default_factory=dict)
-    stages: List[LaunchResult] = field(default_factory=list)   # the torchrun launches: sweep, pairwise
+    stages: List[LaunchResult] = field(default_factory=list)   # the torchrun launch (pair rounds, then sweep)
     problems: Dict[str, str] = field(default_factory=dict)     # node -> why it could not take part
     _figures: Optional[BenchFigures] = field(default=None, repr=False)
 
@@ -137,17 +147,27 @@ class BenchFacts:
         return [s for s in self.stages if any(r.exit_code != 0 for r in s.runs.values())]
 
 
-def worker_config(options: BenchOptions, backend: str, mode: str, rounds=None) -> Dict:
+def pair_mode(requested: str, count: int) -> Optional[str]:
+    """The pair rounds this many nodes get: none below 3 (one pair has nothing to be compared with)."""
+    if requested == "off" or count < 3:
+        return None
+    if requested == "auto":
+        return "full" if count <= 4 else "adaptive"
+    return requested
+
+
+def worker_config(options: BenchOptions, backend: str, nodes: Sequence[str]) -> Dict:
     defaults = NCCL_DEFAULTS if backend == "nccl" else GLOO_DEFAULTS
-    config = {"mode": mode, "backend": backend, "dtype": options.dtype, "op": options.op, "check": options.check,
+    config = {"backend": backend, "dtype": options.dtype, "op": options.op, "check": options.check,
               "op_timeout": options.op_timeout_s, "collectives": list(options.collectives),
-              "placements": {c: list(COLLECTIVES[c].placements) for c in options.collectives}}
+              "placements": {c: list(COLLECTIVES[c].placements) for c in options.collectives},
+              "size_budget": options.size_budget_s, "stage_budget": options.stage_budget_s,
+              "nodes": list(nodes), "pairwise": pair_mode(options.pairwise, len(nodes)),
+              "pair_bytes": options.pair_bytes, "max_rounds": round_limit(len(nodes))}
     for key in ("min_bytes", "max_bytes", "step_factor", "iters", "warmup"):
         value = getattr(options, key)
         config[key] = defaults[key] if value is None else value
     config["step_bytes"] = config["min_bytes"]
-    if mode == "pairwise":
-        config.update(rounds=rounds, pair_bytes=options.pair_bytes)
     return config
 
 
@@ -160,40 +180,68 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         return facts
     facts.backend = choose_backend(probed, options.backend)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, facts.backend == "nccl")
-    with open(WORKER, "rb") as handle:
-        placed = ship(cluster, nodes, {"clustercheck_bench_worker.py": handle.read()}, facts.problems)
+    files = {}
+    for name, path in (("clustercheck_bench_worker.py", WORKER), ("clustercheck_rounds.py", ROUNDS)):
+        with open(path, "rb") as handle:
+            files[name] = handle.read()
+    placed = ship(cluster, nodes, files, facts.problems)
     if facts.problems:
         return facts
     paths = {name: files["clustercheck_bench_worker.py"] for name, files in placed.items()}
 
-    def launch(name: str, config: Dict) -> LaunchResult:
+    config = worker_config(options, facts.backend, [n.name for n in nodes])
+    if options.collectives or config["pairwise"]:
         env = {"NCCL_ALGO": "Ring"} if options.ring else {}  # on 2 nodes NCCL may pick tree: above the fabric
-        return run_torchrun(cluster, nodes, probed, Launch(
-            name, paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
-            options.timeout_s, env, config), progress)
-
-    if options.collectives:
-        facts.stages.append(launch("sweep", worker_config(options, facts.backend, "sweep")))
-    if options.pairwise and len(nodes) > 1 and not facts.failed_launches():
-        rounds = round_robin([n.name for n in nodes])
-        facts.stages.append(launch("pairwise", worker_config(options, facts.backend, "pairwise", rounds)))
+        facts.stages.append(run_torchrun(cluster, nodes, probed, Launch(
+            "torchrun", paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
+            options.timeout_s, env, config), progress))
     return facts
 
 
-def print_progress(stream=sys.stderr) -> Optional[Callable[[str, Dict], None]]:
-    """A one-line progress display for a terminal (none when stderr is not one)."""
-    if not stream.isatty():
-        return None
+def progress_text(event: Dict) -> Optional[str]:
+    """One line for what a rank just reported, or None for events not worth a line."""
+    kind = event.get("event")
+    if kind == "start":
+        return f"{event['world']} ranks up ({event['backend']})"
+    if kind == "row":
+        cell = event.get("in_place") or event.get("out_of_place") or {}
+        if not cell.get("time_us"):
+            return None
+        _, busbw = bandwidths(event["collective"], event["size"], cell["time_us"], event["nranks"])
+        return (f"{event['collective']} {format_size(event['size'])}B: busbw {busbw:.3f} GB/s "
+                f"({cell.get('iters', '?')} iter{'' if cell.get('iters') == 1 else 's'})")
+    if kind == "round":
+        slowest = event.get("slowest")
+        text = f"{event['phase']} round {event['round'] + 1}: {event['pairs']} pair{'s' * (event['pairs'] > 1)} " \
+               f"in {event['seconds']:.1f} s"
+        if slowest:
+            text += f"; slowest {slowest[0]} <-> {slowest[1]} at {slowest[2]:.3f} GB/s"
+        if event.get("reference"):
+            text += f" (reference {event['reference']:.3f} GB/s)"
+        return text
+    if kind == "isolated":
+        parts = [f"slow node{'s' * (len(event['slow']) > 1)} {', '.join(event['slow'])}" if event["slow"] else "",
+                 f"slow link{'s' * (len(event['links']) > 1)} " + ", ".join(f"{a} <-> {b}" for a, b in event["links"])
+                 if event["links"] else "",
+                 f"undecided {', '.join(event['undecided'])}" if event["undecided"] else ""]
+        found = "; ".join(p for p in parts if p) or "no slow node"
+        return f"pair rounds done after {event['rounds']}: {found}"
+    if kind == "budget":
+        return f"{event['stage']} stopped early: {event['reason']}"
+    return None
+
+
+def print_progress(stream=sys.stderr) -> Callable[[str, Dict], None]:
+    """Progress on stderr: one rewritten line on a terminal, else a line per size and per round."""
+    terminal = stream.isatty()
 
     def show(node: str, event: Dict) -> None:
-        if event.get("event") == "row":
-            text = f"{event['collective']} {event['size']} B"
-        elif event.get("event") == "pair":
-            text = f"pair {event['a']} <-> {event['b']} ({event['phase']})"
-        elif event.get("event") == "start":
-            text = f"{event['world']} ranks up ({event['backend']})"
-        else:
+        text = progress_text(event)
+        if text is None:
             return
-        stream.write(f"\r\033[K[bench] {text}")
+        if terminal and event.get("event") in ("start", "row", "round"):
+            stream.write(f"\r\033[K[bench] {text}")
+        else:
+            stream.write(("\r\033[K" if terminal else "") + f"[bench] {text}\n")
         stream.flush()
     return show

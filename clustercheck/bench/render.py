@@ -11,26 +11,48 @@ from clustercheck.bench.table import format_table
 from clustercheck.inventory import fold
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
+from clustercheck.rounds import SLOW
 
 
 def sweep_tables(facts: BenchFacts) -> List[str]:
     lines: List[str] = []
     for stage in facts.stages:
-        if stage.name != "sweep" or not stage.events("row"):
+        if not stage.events("row"):
             continue
         start = stage.start or {}
         lines.append(f"# {start.get('world', '?')} ranks on {len(stage.runs)} nodes, backend {start.get('backend')}"
                      + (f", NCCL {start['nccl']}" if start.get("nccl") else "")
                      + f", algorithm {start.get('nccl_algo') or 'NCCL default' if start.get('nccl') else 'gloo'}"
-                     + f", iters {stage.config['iters']}, warmup {stage.config['warmup']}, "
-                       f"data check {'on' if stage.config['check'] else 'off'}")
+                     + f", iters up to {stage.config['iters']} and warmup up to {stage.config['warmup']} within "
+                       f"{stage.config['size_budget']:g} s a size, data check {'on' if stage.config['check'] else 'off'}")
         for name, coll_rows in facts.figures.by_collective.items():
             lines += format_table(name, coll_rows) + [""]
+        for event in facts.figures.budget:
+            if event.get("stage") == "sweep":
+                lines += [f"# stopped after {event['last_bytes']} B: {event['reason']}", ""]
     return lines
 
 
+def search_rounds(facts: BenchFacts, tablefmt: str) -> Optional[str]:
+    """The adaptive search round by round: its pairs (the slow ones, and how many were fast)."""
+    search = facts.figures.search
+    if search is None or search.reference is None:
+        return None
+    limit = SLOW * search.reference
+    table = []
+    for index, speeds in enumerate(facts.figures.rounds):
+        phases = {phase for r, phase, *_ in search.measured if r == index}
+        slow = sorted((s, a, b) for (a, b), s in speeds.items() if s < limit)
+        fast = [s for s in speeds.values() if s >= limit]
+        table.append([index + 1, ", ".join(sorted(phases)), len(speeds),
+                      "; ".join(f"{a} <-> {b} {s:.3f}" for s, a, b in slow[:8]) + (" ..." if len(slow) > 8 else ""),
+                      f"{min(fast):.3f} to {max(fast):.3f}" if fast else ""])
+    return tabulate(table, headers=["round", "phase", "pairs", "slow pairs (GB/s)", "fast pairs (GB/s)"],
+                    tablefmt=tablefmt)
+
+
 def pair_matrix(facts: BenchFacts, tablefmt: str) -> Optional[str]:
-    if not any(s.name == "pairwise" for s in facts.stages):
+    if facts.figures.pair_mode != "full":
         return None
     speeds = facts.figures.pairs.get("matrix", {})
     names = [n.name for n in facts.nodes]
@@ -52,6 +74,9 @@ def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: boo
     matrix = pair_matrix(facts, "simple")
     if matrix:
         lines += ["pairwise exchange, both directions at once:", matrix, ""]
+    rounds = search_rounds(facts, "simple")
+    if rounds:
+        lines += ["pair rounds (adaptive search), both directions at once:", rounds, ""]
     lines += findings_lines(findings, verbose)
     return "\n".join(lines)
 
@@ -63,8 +88,7 @@ def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
         "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
         "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
         "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,
-                    "rows": facts.figures.rows if s.name == "sweep" else [],
-                    "pairs": s.events("pair"),
+                    "rows": facts.figures.rows, "pairs": s.events("pair"), "budget": s.events("budget"),
                     "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error}
                               for n, r in s.runs.items()}} for s in facts.stages],
     }
@@ -81,6 +105,9 @@ def render_markdown(facts: BenchFacts, findings: Sequence[Finding], command: str
     matrix = pair_matrix(facts, "github")
     if matrix:
         out += ["## Pairwise exchange (GB/s)", "", matrix, ""]
+    rounds = search_rounds(facts, "github")
+    if rounds:
+        out += ["## Pair rounds (adaptive search)", "", rounds, ""]
     for image in images:
         out += [f"![{image}]({image})", ""]
     return "\n".join(out)

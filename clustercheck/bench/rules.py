@@ -17,6 +17,7 @@ from clustercheck.inventory import fold
 from clustercheck.launch import LaunchResult
 from clustercheck.node.facts import gpus
 from clustercheck.result import Finding, Status
+from clustercheck.rounds import SLOW
 
 # Single-node, 8-GPU all_reduce bus bandwidth at 16 GB messages that a healthy node reaches:
 # the thresholds of Azure's HPC node health checks (Azure/azurehpc-health-checks,
@@ -25,7 +26,7 @@ from clustercheck.result import Finding, Status
 # unidirectional rate per GPU.
 TYPICAL_SINGLE_NODE_ALLREDUCE = [("H200", 431.0), ("H100", 460.0), ("A100-SXM4-80GB", 228.0),
                                  ("A100 80GB", 228.0)]
-SLOW_PAIR_RATIO = 0.6   # a node whose pairs' median is below this fraction of the other pairs' is slow
+SLOW_PAIR_RATIO = SLOW  # a node whose pairs' median is below this fraction of the other pairs' is slow
 SLOW_LINK_RATIO = 0.2   # one pair is a single, noisy measurement: slow only when far below the rest
 
 
@@ -135,7 +136,7 @@ def typical_busbw(facts: BenchFacts) -> Optional[Tuple[float, str]]:
 
 def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
     findings = []
-    sweep = next((s for s in facts.stages if s.name == "sweep"), None)
+    sweep = facts.stages[0] if facts.stages else None
     if sweep is None or not facts.figures.by_collective:
         return findings
     baseline = _baseline_avgs(expect.baseline)
@@ -175,8 +176,76 @@ def _baseline_avgs(doc: Optional[Dict]) -> Dict[str, float]:
     return {name: value for name, value in (doc.get("avg_busbw") or {}).items() if value}
 
 
+def budget_stops(facts: BenchFacts) -> List[Finding]:
+    """The sweep stopped climbing before --max-bytes: what was not measured, and why (said, not hidden)."""
+    findings = []
+    for event in facts.figures.budget:
+        if event.get("stage") != "sweep":
+            continue
+        findings.append(Finding(
+            "bench.budget", Status.WARN,
+            f"the sweep stopped at {event['last_bytes']} B: sizes from {event['skipped_from']} B were not measured",
+            [event["reason"]], "the bandwidth above comes from the sizes measured; find what is slow first (the pair "
+            "rounds name a slow node), or give the sweep more time: --size-budget, --stage-budget", []))
+    return findings
+
+
+def search_verdict(facts: BenchFacts) -> List[Finding]:
+    """What the adaptive search found: slow nodes, slow links, and what it could not settle."""
+    search = facts.figures.search
+    if search is None or search.reference is None:
+        return []
+    reference = search.reference
+    slow_ones = [m for m in search.measured if m[4] < SLOW * reference]
+    fast_ones = [m[4] for m in search.measured if m[4] >= SLOW * reference]
+    evidence = [f"round {r + 1} ({phase}): {a} <-> {b}: {gbps:.3f} GB/s (slow)" for r, phase, a, b, gbps in slow_ones]
+    if fast_ones:
+        evidence.append(f"{len(fast_ones)} other exchange{'s' * (len(fast_ones) > 1)} fast: "
+                        f"{min(fast_ones):.3f} to {max(fast_ones):.3f} GB/s")
+    basis = (f"reference {reference:.3f} GB/s, the screen's upper median; slow below {SLOW:.0%} of it; "
+             f"{search.rounds} round{'s' * (search.rounds != 1)}")
+    findings = []
+    slow = search.slow_nodes()
+    if slow:
+        mine = [gbps for _, phase, a, b, gbps in search.measured if phase == "confirm" and a in slow]
+        findings.append(Finding(
+            "bench.pairwise.node", Status.FAIL,
+            f"slow node{'s' * (len(slow) > 1)}: {fold(slow)} (slow with two nodes that passed: "
+            f"{statistics.median(mine):.3f} GB/s against a reference of {reference:.3f} GB/s)", evidence,
+            "check that node's NIC (ethtool / ibstat: speed, errors), cable and switch port, and any traffic "
+            "shaping (tc qdisc); or drain it", slow))
+    if search.links:
+        findings.append(Finding(
+            "bench.pairwise.link", Status.FAIL,
+            "slow link" + "s" * (len(search.links) > 1) + ": " + ", ".join(f"{a} <-> {b}" for a, b in search.links)
+            + " (slow twice; both nodes fast with others)", evidence,
+            "check the path between those two nodes: switch ports, routing, a congested uplink",
+            sorted({n for pair in search.links for n in pair})))
+    undecided, open_pairs = search.undecided(), search.open_pairs()
+    if undecided or open_pairs:
+        stopped = [e["reason"] for e in facts.figures.budget if e.get("stage") == "pairs"]
+        why = stopped[0] if stopped else f"{search.rounds} rounds (the most the search takes for " \
+                                          f"{len(search.nodes)} nodes) or no untried partner left"
+        subjects = undecided + [f"{a} <-> {b}" for a, b in open_pairs if a not in undecided and b not in undecided]
+        findings.append(Finding(
+            "bench.pairwise.undecided", Status.UNKNOWN,
+            f"could not tell whether {', '.join(subjects)} {'is' if len(subjects) == 1 else 'are'} slow: "
+            f"the search stopped ({why})", evidence,
+            "rerun with a larger --stage-budget, or --pairwise full on these nodes", undecided))
+    if not findings:
+        checked = len({n for _, _, a, b, _ in search.measured for n in (a, b)})
+        findings.append(Finding(
+            "bench.pairwise", Status.OK,
+            f"no slow node among {checked}: every node within {SLOW:.0%} of the reference with a partner that "
+            f"passed ({basis}; links between nodes that passed are not all measured: --pairwise full measures "
+            "every pair)", evidence))
+    return findings
+
+
 def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     """Name the slow node (slow with every partner) or the slow link (slow only together)."""
+    if facts.figures.pair_mode == "adaptive":
+        return search_verdict(facts)
     matrix = facts.figures.pairs.get("matrix", {})
     confirm = facts.figures.pairs.get("confirm", {})
     if not matrix:
@@ -234,6 +303,7 @@ def judge_bench(facts: BenchFacts, expect: Expectations, timeout_s: float) -> Li
         findings += stage_outcome(stage, timeout_s)
         findings += data_check(stage)
     findings += bandwidth(facts, expect)
+    findings += budget_stops(facts)
     findings += pairwise_verdict(facts)
     if not facts.stages and not facts.problems:
         findings.append(Finding("bench", Status.WARN, "nothing was measured", [], "name collectives to run", []))

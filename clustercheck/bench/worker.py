@@ -1,13 +1,15 @@
-"""clustercheck bench worker: collective sweeps and pairwise exchanges with torch.distributed.
+"""clustercheck bench worker: pair rounds that find a slow node, then collective sweeps, with torch.distributed.
 
-Shipped to every node and started there by torchrun (python -m torch.distributed.run),
-one process per GPU (NCCL) or per slot (Gloo on CPUs). Needs torch and nothing else.
-Every rank prints JSON lines on stdout; the tool reads them, computes bandwidths and
-judges. Timing follows nccl-tests: warmup at each size, a barrier, then `iters`
-back-to-back operations timed as a whole, the time per operation averaged over ranks.
+Shipped to every node (with clustercheck_rounds.py beside it) and started there by torchrun
+(python -m torch.distributed.run), one process per GPU (NCCL) or per slot (Gloo on CPUs).
+Needs torch and nothing else. Every rank prints JSON lines on stdout; the tool reads them,
+computes bandwidths and judges. Timing follows nccl-tests (warmup, a barrier, back-to-back
+operations timed as a whole, the time averaged over ranks), within a time budget: the first
+operation of each size is checked and timed, and only the warmups and iterations that fit
+in the size budget follow; the sweep stops climbing sizes when the stage budget is spent.
 
     torchrun --nnodes N --nproc-per-node K --rdzv-backend c10d --rdzv-endpoint HOST:PORT \\
-        worker.py '{"mode": "sweep", "collectives": ["all_reduce"], "min_bytes": 1024, ...}'
+        worker.py '{"pairwise": "adaptive", "collectives": ["all_reduce"], "min_bytes": 1024, ...}'
 """
 
 import ctypes
@@ -21,6 +23,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from clustercheck_rounds import Isolation, round_robin
 
 DTYPES = {"float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
@@ -108,7 +111,30 @@ class Harness:
             return stacked.prod(0).to(self.dtype)
         return stacked.max(0).values if self.op_name == "max" else stacked.min(0).values
 
-    def timed(self, run, iters, warmup):
+    def agreed(self, *values):
+        """The mean over ranks of each value: the same numbers on every rank, for decisions all must share."""
+        total = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(total)
+        return [v / self.world for v in total.tolist()]
+
+    def measure(self, name, count, in_place, budget):
+        """One size: a first operation (checked, and timed to plan the rest), then warmups and timed
+        iterations that fit in `budget` seconds, at most the configured counts. When the first
+        operation took half the budget or more, it is the measurement (iters 1)."""
+        run, expected, out = self.setup(name, count, in_place)
+        self.sync()
+        dist.barrier()
+        start = time.perf_counter()
+        run()
+        self.sync()
+        once = time.perf_counter() - start
+        bad = 0 if expected is None else int((out != expected).sum().item())
+        once, bad = self.agreed(once, bad)
+        wrong = int(round(bad * self.world)) if self.config.get("check", True) else None
+        if once >= budget / 2:
+            return {"time_us": once * 1e6, "wrong": wrong, "iters": 1}, once
+        warmup = min(max(self.config["warmup"] - 1, 0), int(0.25 * budget / once))
+        iters = max(1, min(self.config["iters"], int((budget - once * (1 + warmup)) / once)))
         for _ in range(warmup):
             run()
         self.sync()
@@ -117,32 +143,18 @@ class Harness:
         for _ in range(iters):
             run()
         self.sync()
-        elapsed = (time.perf_counter() - start) / iters
-        total = torch.tensor([elapsed], dtype=torch.float64, device=self.device)
-        dist.all_reduce(total)  # nccl-tests reports the time averaged over ranks
-        return total.item() / self.world
-
-    def wrong(self, name, count, in_place):
-        """Elements that differ from the expected result, summed over ranks (the #wrong column)."""
-        run, expected, out = self.setup(name, count, in_place)
-        run()
-        self.sync()
-        bad = 0 if expected is None else int((out != expected).sum().item())
-        total = torch.tensor([bad], dtype=torch.int64, device=self.device)
-        dist.all_reduce(total)
-        return int(total.item())
-
-    def measure(self, name, count, in_place):
-        run, _, _ = self.setup(name, count, in_place)
-        seconds = self.timed(run, self.config["iters"], self.config["warmup"])
-        wrong = self.wrong(name, count, in_place) if self.config.get("check", True) else None
-        return {"time_us": seconds * 1e6, "wrong": wrong}
+        [elapsed] = self.agreed((time.perf_counter() - start) / iters)  # nccl-tests: the mean over ranks
+        return {"time_us": elapsed * 1e6, "wrong": wrong, "iters": iters}, once
 
 
 def sweep(harness, config):
+    """Sizes from min_bytes up, each within the size budget; stops climbing when the next size
+    would not fit in what is left of the stage budget, or one operation already took the size budget."""
     size = config["min_bytes"]
     element = torch.tensor([], dtype=harness.dtype).element_size()
+    started = time.monotonic()
     while size <= config["max_bytes"]:
+        slowest = 0.0
         for name in config["collectives"]:
             count = size // element
             if name in SPLIT:
@@ -154,59 +166,119 @@ def sweep(harness, config):
                    "redop": config.get("op", "sum") if name in ("all_reduce", "reduce", "reduce_scatter") else "none",
                    "root": 0 if name in ("broadcast", "reduce") else -1, "nranks": harness.world}
             for placement in config["placements"][name]:
-                row[placement] = harness.measure(name, count, placement == "in_place")
+                row[placement], once = harness.measure(name, count, placement == "in_place", config["size_budget"])
+                slowest = max(slowest, once)
             if harness.rank == 0:
                 emit(row)
-        size = size * config["step_factor"] if config["step_factor"] > 1 else size + config["step_bytes"]
+        following = size * config["step_factor"] if config["step_factor"] > 1 else size + config["step_bytes"]
+        [spent] = harness.agreed(time.monotonic() - started)
+        reason = None
+        if slowest >= config["size_budget"]:
+            reason = "one operation at %d B took %.1f s, the budget for a size is %g s" % (
+                size, slowest, config["size_budget"])
+        elif spent + slowest * (following / size) > config["stage_budget"]:
+            reason = "%.0f of the sweep's %g s spent; the next size would take about %.0f s more" % (
+                spent, config["stage_budget"], slowest * (following / size))
+        if reason and following <= config["max_bytes"]:
+            if harness.rank == 0:
+                emit({"event": "budget", "stage": "sweep", "last_bytes": size, "skipped_from": following,
+                      "reason": reason})
+            break
+        size = following
 
 
-def exchange_pair(harness, peer, count, iters, warmup):
+def exchange_pair(harness, peer, count, budget, max_iters=1000):
+    """Both ways at once with the peer: one exchange, then as many as take a quarter of the budget
+    (a fast pair is timed over a stretch long enough that a busy host's scheduling does not make
+    it look slow); both sides agree on how many: the slower side's first exchange decides.
+    Seconds per exchange, iterations."""
     send = harness.values(harness.rank, count)
     recv = torch.empty_like(send)
 
-    def run():
-        ops = [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]
+    def run(mine, theirs):
+        ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer)]
         for request in dist.batch_isend_irecv(ops):
             request.wait()
-    for _ in range(warmup):
-        run()
+    start = time.perf_counter()
+    run(send, recv)
     harness.sync()
+    once = time.perf_counter() - start
+    mine = torch.tensor([once], dtype=torch.float64, device=harness.device)
+    theirs = torch.empty_like(mine)
+    run(mine, theirs)
+    harness.sync()
+    once = max(once, theirs.item())
+    iters = 0 if once >= budget / 2 else max(1, min(max_iters, int(budget / 4 / once)))
+    if not iters:
+        return once, 1
     start = time.perf_counter()
     for _ in range(iters):
-        run()
+        run(send, recv)
     harness.sync()
-    return (time.perf_counter() - start) / iters
+    return (time.perf_counter() - start) / iters, iters
 
 
-def pairwise(harness, config, leaders):
-    """Rounds of disjoint node pairs exchanging `pair_bytes` both ways at once; then the slowest
-    nodes again, each with known-fast partners, to tell a slow node from a slow link."""
+def pair_rounds(harness, config, leaders):
+    """Rounds of disjoint node pairs exchanging `pair_bytes` both ways at once, planned on rank 0:
+    the adaptive search (clustercheck_rounds.Isolation) or every pair (the round robin), then the
+    slowest nodes of the round robin again with known-fast partners. Stops at the stage budget."""
     element = torch.tensor([], dtype=harness.dtype).element_size()
     count = max(1, config["pair_bytes"] // element)
-    results = []
-
-    def run_rounds(rounds, phase):
-        for index, pairs in enumerate(rounds):
-            mine = next((pair for pair in pairs if leaders.get(pair[0]) == harness.rank
-                         or leaders.get(pair[1]) == harness.rank), None)
-            if mine is not None:
-                peer_node = mine[1] if leaders[mine[0]] == harness.rank else mine[0]
-                seconds = exchange_pair(harness, leaders[peer_node], count, config["iters"], config["warmup"])
-                if leaders[mine[0]] == harness.rank:  # one of the two reports
-                    record = {"event": "pair", "phase": phase, "round": index, "a": mine[0], "b": mine[1],
-                              "bytes": count * element, "time_us": seconds * 1e6}
-                    emit(record)
-                    results.append(record)
-            dist.barrier()
-
-    run_rounds(config["rounds"], "matrix")
-    gathered = [None] * harness.world
-    dist.all_gather_object(gathered, results)
-    measured = [r for part in gathered for r in part]
-    schedule = [confirmation_rounds(measured, sorted(leaders))] if harness.rank == 0 else [None]
-    dist.broadcast_object_list(schedule, 0)
-    if schedule[0]:
-        run_rounds(schedule[0], "confirm")
+    nodes = [n for n in config["nodes"] if n in leaders]
+    full = config["pairwise"] == "full"
+    search = None if full else Isolation(nodes, config.get("max_rounds"))
+    schedule = [[(a, b, "matrix") for a, b in pairs] for pairs in round_robin(nodes)] if full else []
+    started = time.monotonic()
+    index = 0
+    measured = []
+    while True:
+        plan = [None]
+        if harness.rank == 0:
+            if full:
+                if index == len(schedule) and not any(p[2] == "confirm" for r in schedule for p in r):
+                    schedule += [[(a, b, "confirm") for a, b in pairs]
+                                 for pairs in confirmation_rounds(measured, nodes)]
+                plan = [schedule[index] if index < len(schedule) else []]
+            else:
+                plan = [search.plan()]
+            if plan[0] and index and time.monotonic() - started > config["stage_budget"]:
+                emit({"event": "budget", "stage": "pairs", "rounds": index,
+                      "reason": "%.0f s spent, the budget for the pair rounds is %g s" % (
+                          time.monotonic() - started, config["stage_budget"])})
+                plan = [[]]
+                if search:
+                    search.close()
+        dist.broadcast_object_list(plan, 0)
+        if not plan[0]:
+            break
+        round_started = time.monotonic()
+        results = []
+        mine = next((p for p in plan[0] if harness.rank in (leaders[p[0]], leaders[p[1]])), None)
+        if mine is not None:
+            a, b, phase = mine
+            peer = leaders[b] if leaders[a] == harness.rank else leaders[a]
+            seconds, iters = exchange_pair(harness, peer, count, config["size_budget"])
+            if leaders[a] == harness.rank:  # one of the two reports
+                record = {"event": "pair", "phase": phase, "round": index, "a": a, "b": b, "bytes": count * element,
+                          "time_us": seconds * 1e6, "iters": iters}
+                emit(record)
+                results.append(record)
+        gathered = [None] * harness.world
+        dist.all_gather_object(gathered, results)
+        if harness.rank == 0:
+            done = [r for part in gathered for r in part]
+            measured += done
+            speeds = {(r["a"], r["b"]): r["bytes"] / r["time_us"] / 1e3 for r in done}
+            if search:
+                search.record(speeds)
+            emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),
+                  "seconds": time.monotonic() - round_started,
+                  "slowest": min(([a, b, s] for (a, b), s in speeds.items()), key=lambda x: x[2], default=None),
+                  "reference": search.reference if search else None})
+        index += 1
+    if harness.rank == 0 and search:
+        emit({"event": "isolated", "slow": search.slow_nodes(), "links": [list(p) for p in search.links],
+              "undecided": search.undecided(), "rounds": search.rounds})
 
 
 def confirmation_rounds(measured, nodes):
@@ -255,10 +327,10 @@ def main():
     probe = torch.ones(1, device=harness.device)
     dist.all_reduce(probe)
     harness.sync()
-    if config["mode"] == "pairwise":
+    if config.get("pairwise"):
         leaders = {e["node"]: rank for rank, e in enumerate(everyone) if e["local_rank"] == 0}
-        pairwise(harness, config, leaders)
-    else:
+        pair_rounds(harness, config, leaders)
+    if config["collectives"]:
         sweep(harness, config)
     dist.barrier()
     if harness.rank == 0:

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence
 import click
 
 from clustercheck.bench import BenchStage
-from clustercheck.bench.gather import BenchOptions, format_size, parse_size
+from clustercheck.bench.gather import PAIR_MODES, BenchOptions, format_size, parse_size
 from clustercheck.env import EnvOptions, EnvStage
 from clustercheck.errors import InputError
 from clustercheck.net import NetStage
@@ -56,7 +56,9 @@ class PreflightOptions:
     attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60))
     bench_max_bytes: int = opt("--bench-max-bytes", default=16 * 2 ** 20, callback=parse_size, show=format_size,
                                help="Largest all_reduce of the short sweep.")
-    pairwise: bool = opt("--pairwise/--no-pairwise", default=True, help="Pairwise rounds in the bench.")
+    pairwise: str = opt("--pairwise", default="auto", type=click.Choice(PAIR_MODES), is_flag=False, flag_value="auto",
+                        help="The bench's pair rounds that name a slow node: adaptive, full, auto (full up to 4 "
+                             "nodes), off.")
     smoke_mode: str = opt("--smoke-mode", default="ddp", type=click.Choice(MODES))
     smoke_steps: int = opt("--smoke-steps", default=30, type=click.IntRange(2))
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
@@ -73,12 +75,12 @@ class PreflightOptions:
         return [s for s in (self.only or STAGE_NAMES) if s not in (self.skip or ())]
 
 
-def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: bool = True, timeout_s: float = 600.0,
+def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: str = "auto", timeout_s: float = 600.0,
                 rdzv_port: int = DEFAULT_RDZV_PORT) -> BenchOptions:
-    """preflight's bench: all_reduce from 1 MiB (or less) to max_bytes, then pairwise rounds of 1 MiB."""
+    """preflight's bench: pair rounds of 4 MiB, then all_reduce from 1 MiB (or less) to max_bytes."""
     return BenchOptions(collectives=("all_reduce",), min_bytes=min(2 ** 20, max_bytes), max_bytes=max_bytes,
-                        step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=2 ** 20, timeout_s=timeout_s,
-                        rdzv_port=rdzv_port)
+                        step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=4 * 2 ** 20,
+                        timeout_s=timeout_s, rdzv_port=rdzv_port)
 
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:

@@ -1,0 +1,159 @@
+"""The adaptive search for slow nodes and links (clustercheck/rounds.py), against the bandwidth
+model of clustercheck/bench/simulate.py and against hand-made rounds; and its verdict in bench."""
+
+import math
+from itertools import combinations
+
+import pytest
+
+from clustercheck.bench.gather import BenchFacts, pair_mode, progress_text
+from clustercheck.bench.rules import pairwise_verdict
+from clustercheck.bench.simulate import Model, run_adaptive, run_full, scenario
+from clustercheck.inventory import Node
+from clustercheck.launch import LaunchResult, NodeRun
+from clustercheck.result import Status
+from clustercheck.rounds import Isolation, replay, round_limit, round_robin
+
+
+def test_the_round_robin_measures_every_pair_once_in_n_minus_one_rounds():
+    for count in (2, 3, 8, 9):
+        names = [f"n{i}" for i in range(count)]
+        rounds = round_robin(names)
+        assert len(rounds) == count - 1 + count % 2
+        pairs = [frozenset(p) for r in rounds for p in r]
+        assert sorted(map(sorted, pairs)) == sorted(map(sorted, map(frozenset, combinations(names, 2))))
+        for r in rounds:
+            assert len({n for p in r for n in p}) == 2 * len(r)     # disjoint
+
+
+@pytest.mark.parametrize("count", [64, 256, 1000])
+@pytest.mark.parametrize("bad", [1, 2, 5])
+def test_every_bad_node_is_named_and_no_good_node_blamed_over_twenty_seeds(count, bad):
+    limit = 2 * math.ceil(math.log2(count)) + 2
+    for seed in range(20):
+        model = scenario(count, bad, links=1, seed=seed)
+        outcome = run_adaptive(model)
+        assert sorted(outcome.named) == sorted(model.bad_nodes), seed
+        assert outcome.undecided == [], seed
+        assert not set(n for link in outcome.links for n in link) & set(model.bad_nodes)
+        assert [set(link) for link in outcome.links] in ([], [set(link) for link in model.bad_links]), seed
+        if bad <= 2:
+            assert outcome.rounds <= limit, (seed, outcome.rounds)
+    assert run_full(scenario(count, bad)).rounds == count - 1
+
+
+def play(nodes, speed, max_rounds=None):
+    """Run the search with speed(a, b) -> GB/s; returns it and the rounds as measured."""
+    search = Isolation(nodes, max_rounds)
+    rounds = []
+    while True:
+        planned = search.plan()
+        if not planned:
+            return search, rounds
+        assert len({n for a, b, _ in planned for n in (a, b)}) == 2 * len(planned)   # disjoint
+        before = {frozenset(p) for r in rounds for p in r}
+        assert not [p for p in planned if p[2] == "confirm" and frozenset(p[:2]) in before]   # news only
+        rounds.append({(a, b): speed(a, b) for a, b, _ in planned})
+        search.record(rounds[-1])
+
+
+NODES = [f"n{i}" for i in range(1, 9)]
+
+
+def test_a_slow_link_between_two_fast_nodes_is_a_link_and_blames_neither():
+    search, rounds = play(NODES, lambda a, b: 0.1 if {a, b} == {"n3", "n4"} else 1.0)
+    assert search.slow_nodes() == [] and search.links == [("n3", "n4")]
+    assert [m[1] for m in search.measured if (m[2], m[3]) == ("n3", "n4")] == ["screen", "retest"]
+    assert len(rounds) == 3
+
+
+def test_a_pair_slow_once_then_fast_is_noise_not_a_finding():
+    seen = []
+
+    def speed(a, b):
+        seen.append((a, b))
+        return 0.2 if (a, b) == ("n5", "n6") and seen.count((a, b)) == 1 else 1.0
+    search, _ = play(NODES, speed)
+    assert search.slow_nodes() == [] and search.links == [] and search.noise == [("n5", "n6")]
+
+
+def test_a_node_slow_with_one_partner_only_is_not_blamed():
+    # n2 is fine; its link to n1 (its screen partner) and to the first node it is confirmed with are slow
+    bad = {frozenset(("n1", "n2")), frozenset(("n2", "n3"))}
+    search, _ = play(NODES, lambda a, b: 0.1 if frozenset((a, b)) in bad else 1.0)
+    assert "n2" not in search.slow_nodes() and "n1" not in search.slow_nodes()
+
+
+def test_replaying_the_measured_rounds_reaches_the_same_verdict():
+    model = scenario(64, 2, seed=3)
+    search, rounds = play(model.nodes, model.speed)
+    again = replay(model.nodes, rounds)
+    assert again.slow_nodes() == search.slow_nodes() == sorted(model.bad_nodes, key=model.nodes.index)
+    assert again.measured == search.measured
+
+
+def test_a_search_cut_short_leaves_its_suspects_undecided():
+    search, rounds = play(NODES, lambda a, b: 0.05 if "n7" in (a, b) else 1.0, max_rounds=2)
+    assert search.slow_nodes() == [] and search.undecided() == ["n7"]
+    assert round_limit(8) == 8 and round_limit(1000) == 22
+
+
+def bench_facts(nodes, rounds, budget=()):
+    events = [{"event": "start", "world": len(nodes), "ranks": [{"node": n, "local_rank": 0} for n in nodes]}]
+    for index, speeds in enumerate(rounds):
+        events += [{"event": "pair", "phase": "?", "round": index, "a": a, "b": b, "bytes": 10 ** 6,
+                    "time_us": 10 ** 3 / s} for (a, b), s in speeds.items()]
+        events.append({"event": "round", "round": index})
+    events += list(budget)
+    runs = {n: NodeRun(n, exit_code=0) for n in nodes}
+    runs[nodes[0]].events = events
+    facts = BenchFacts([Node(n) for n in nodes], [])
+    facts.stages.append(LaunchResult("torchrun", runs, 1.0, {"pairwise": "adaptive", "nodes": list(nodes)}))
+    return facts
+
+
+def test_bench_names_the_slow_node_from_the_rounds_the_worker_reported():
+    _, rounds = play(NODES, lambda a, b: 0.05 if "n6" in (a, b) else 1.0)
+    [finding] = pairwise_verdict(bench_facts(NODES, rounds))
+    assert finding.check == "bench.pairwise.node" and finding.status is Status.FAIL and finding.nodes == ["n6"]
+    assert "round 1 (screen): n5 <-> n6: 0.050 GB/s (slow)" in finding.evidence
+
+
+def test_a_search_stopped_by_its_budget_is_unknown_not_ok():
+    _, rounds = play(NODES, lambda a, b: 0.05 if "n6" in (a, b) else 1.0)
+    stop = {"event": "budget", "stage": "pairs", "rounds": 2, "reason": "61 s spent, the budget for the pair "
+                                                                         "rounds is 60 s"}
+    [finding] = pairwise_verdict(bench_facts(NODES, rounds[:2], [stop]))
+    assert finding.status is Status.UNKNOWN and finding.nodes == ["n6"]
+    assert "61 s spent" in finding.summary
+
+
+def test_a_healthy_search_says_what_it_did_not_measure():
+    _, rounds = play(NODES, lambda a, b: 1.0)
+    [finding] = pairwise_verdict(bench_facts(NODES, rounds))
+    assert finding.status is Status.OK and "no slow node among 8" in finding.summary
+    assert "--pairwise full measures every pair" in finding.summary
+
+
+def test_pair_rounds_need_three_nodes_and_auto_is_full_up_to_four():
+    assert [pair_mode("auto", n) for n in (2, 3, 4, 5)] == [None, "full", "full", "adaptive"]
+    assert pair_mode("full", 100) == "full" and pair_mode("off", 10) is None
+
+
+def test_progress_lines_say_the_size_the_round_and_the_verdict():
+    row = {"event": "row", "collective": "all_reduce", "size": 4 * 2 ** 20, "nranks": 4,
+           "in_place": {"time_us": 1e6, "iters": 1}}
+    assert progress_text(row) == "all_reduce 4MB: busbw 0.006 GB/s (1 iter)"
+    done = {"event": "round", "phase": "screen", "round": 0, "pairs": 2, "seconds": 6.4,
+            "slowest": ["n3", "n4", 0.003], "reference": 0.8}
+    assert progress_text(done) == ("screen round 1: 2 pairs in 6.4 s; slowest n3 <-> n4 at 0.003 GB/s "
+                                   "(reference 0.800 GB/s)")
+    assert progress_text({"event": "isolated", "slow": ["n3"], "links": [], "undecided": [], "rounds": 3}) == \
+        "pair rounds done after 3: slow node n3"
+
+
+def test_the_model_keeps_bad_nodes_below_and_good_pairs_above_the_slow_line():
+    model = Model(["a", "b", "c"], {"c": 0.4}, seed=1)
+    speeds = [model.speed("a", "b") for _ in range(200)]
+    slow = [model.speed("a", "c") for _ in range(200)]
+    assert min(speeds) >= 0.7 * model.nominal and max(slow) <= 0.52 * model.nominal
