@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from clustercheck.env import evaluate
 from clustercheck.config import Config
+from clustercheck.env import evaluate
 from clustercheck.env.topology import parse_nvlink_s, parse_topo_m
 from clustercheck.probe import fabric, gpuprobe, kernlog
 from clustercheck.result import Status, verdict_line

@@ -24,7 +24,8 @@ def sweep_tables(facts: BenchFacts) -> List[str]:
                      + (f", NCCL {start['nccl']}" if start.get("nccl") else "")
                      + f", algorithm {start.get('nccl_algo') or 'NCCL default' if start.get('nccl') else 'gloo'}"
                      + f", iters up to {stage.config['iters']} and warmup up to {stage.config['warmup']} within "
-                       f"{stage.config['size_budget']:g} s a size, data check {'on' if stage.config['check'] else 'off'}")
+                       f"{stage.config['size_budget']:g} s a size, "
+                       f"data check {'on' if stage.config['check'] else 'off'}")
         for name, coll_rows in facts.figures.by_collective.items():
             lines += format_table(name, coll_rows) + [""]
         for event in facts.figures.budget:

@@ -129,7 +129,7 @@ def gpu_health(ctx: EnvContext) -> List[Finding]:
     """Rows 23 and 25: one finding per GPU fault, with the GPU's index and PCI address."""
     findings = []
     for p in ctx.ok:
-        for pci, report in gpu_reports(p.facts, ctx.limits.gpu_temp_warn_c).items():
+        for report in gpu_reports(p.facts, ctx.limits.gpu_temp_warn_c).values():
             for kind, (status, texts) in report.faults.items():
                 findings.append(Finding(f"gpu.{kind}", status, f"{p.name} {report.label}: {texts[0]}",
                                         [f"{p.name} {report.label}: {t}" for t in texts],

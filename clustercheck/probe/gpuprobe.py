@@ -163,7 +163,7 @@ def parse_nvidia_smi_xml(xml_text):
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
-        raise ValueError("not XML (%s): %r" % (exc, xml_text.strip()[:80]))
+        raise ValueError("not XML (%s): %r" % (exc, xml_text.strip()[:80])) from None
     if root.tag != "nvidia_smi_log":
         raise ValueError("not nvidia-smi's XML (root <%s>)" % root.tag)
     return {"source": "nvidia-smi", "driver": root.findtext("driver_version"),
