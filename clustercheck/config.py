@@ -10,6 +10,10 @@
     nofile_min = 4096          # open files (soft limit), warn below
     required = ["torch"]       # packages every node must have
 
+    [bench]
+    expected_busbw = 380.0     # GB/s all_reduce should reach (0: the published table, bench/expected.py)
+    expected_fraction = 0.9    # below this fraction of it is a finding
+
 Values are data, never code; an unknown key or a wrong type is bad input, named by
 file and line.
 """
@@ -44,12 +48,19 @@ class EnvThresholds:
 
 
 @dataclass
+class BenchThresholds:
+    expected_busbw: float = 0.0
+    expected_fraction: float = 0.9
+
+
+@dataclass
 class Config:
     env: EnvThresholds = field(default_factory=EnvThresholds)
+    bench: BenchThresholds = field(default_factory=BenchThresholds)
     source: str = "defaults"
 
 
-SECTIONS = {"env": EnvThresholds}
+SECTIONS = {"env": EnvThresholds, "bench": BenchThresholds}
 
 
 def _line_of(text: str, key: str, section: bool = False) -> int:
@@ -99,6 +110,9 @@ def parse_config(text: str, source: str) -> Config:
     if env.clock_fail_s < env.clock_warn_s:
         raise InputError("clock_fail_s must not be below clock_warn_s", source, _line_of(text, "clock_fail_s"),
                          str(env.clock_fail_s))
+    if not 0 < config.bench.expected_fraction <= 1:
+        raise InputError("expected_fraction must be above 0 and at most 1", source,
+                         _line_of(text, "expected_fraction"), str(config.bench.expected_fraction))
     return config
 
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from clustercheck.bench.expected import Expected
 from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
 from clustercheck.bench.table import (
@@ -123,7 +124,8 @@ def test_wrong_data_fails_and_expected_bandwidth_is_quoted():
            "redop": "sum", "root": -1, "nranks": 2, "in_place": {"time_us": 1000.0, "wrong": 3}}
     facts = BenchFacts([Node("n1"), Node("n2")], [])
     facts.stages.append(stage({"n1": (0, False, ""), "n2": (0, False, "")}, [row, {"event": "done"}]))
-    found = {f.check: f for f in judge_bench(facts, Expectations(busbw_gbps=2.0), 60)}
+    facts.expected = Expected(2.0, "--expect-busbw")
+    found = {f.check: f for f in judge_bench(facts, Expectations(), 60)}
     assert found["bench.data"].status is Status.FAIL
     assert "3 wrong elements" in found["bench.data"].evidence[0]
     # 1 MiB in 1 ms over 2 ranks: algbw 1.049 GB/s, busbw the same (2(n-1)/n = 1): 52% of 2 GB/s

@@ -21,7 +21,7 @@ def test_bandwidth_down_a_node_gone_and_a_new_failure_are_worse():
     changes = diff_reports(report(["a", "b", "c"], 10.0),
                            report(["a", "b"], 8.0, [new_failure], {"a": {"torch": "2.4.0"}, "b": {"torch": "2.3.1"}}))
     assert changes.nodes_gone == ["c"] and changes.worse and changes.exit_code == EXIT_FAIL
-    assert changes.bandwidth == [("all_reduce", 10.0, 8.0, 0.8)]
+    assert changes.bandwidth == [("all_reduce avg", 10.0, 8.0, 0.8)]
     assert changes.versions == ["torch on a: 2.3.1 -> 2.4.0"]
     text = render_changes(changes, "old.json", "new.json")
     assert "new FAIL: [net] b drops inbound TCP on port 40000" in text and "nodes gone: c" in text

@@ -11,21 +11,22 @@ import sys
 from typing import Dict, List, Sequence
 
 from clustercheck.bench import plots, render
+from clustercheck.bench.baseline import read_baseline
 from clustercheck.bench.gather import BenchFacts, BenchOptions, gather_bench, print_progress
 from clustercheck.bench.rules import Expectations, judge_bench
+from clustercheck.config import load_config
 from clustercheck.errors import InputError
 from clustercheck.inventory import fold
 from clustercheck.node import NodeLayer
-from clustercheck.report import read_json_document
 from clustercheck.result import Finding
 from clustercheck.stage import Stage, StageResult
 
 
 def expectations(options: BenchOptions) -> Expectations:
-    """What the bandwidth is judged against; a bad --baseline file is bad input, before anything runs."""
-    baseline = (read_json_document(options.baseline, "bench", "a `clustercheck bench --json` document")
-                if options.baseline else None)
-    return Expectations(busbw_gbps=options.expect_busbw, baseline=baseline)
+    """What the bandwidth is judged against; a bad --baseline or --config file is bad input, before anything runs."""
+    thresholds = load_config(options.config_path).bench
+    return Expectations(baseline=read_baseline(options.baseline) if options.baseline else None,
+                        fraction=thresholds.expected_fraction, configured_busbw=thresholds.expected_busbw)
 
 
 class BenchStage(Stage):
@@ -40,7 +41,8 @@ class BenchStage(Stage):
         self.expect = expectations(options)
 
     def gather(self, layer: NodeLayer) -> BenchFacts:
-        facts = gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, print_progress())
+        facts = gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, print_progress(),
+                             self.expect.configured_busbw)
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")   # the progress line ends here
         return facts

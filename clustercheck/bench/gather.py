@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import click
 
+from clustercheck.bench.expected import Expected, published
 from clustercheck.bench.figures import BenchFigures, compute_figures
 from clustercheck.bench.table import COLLECTIVES, bandwidths
 from clustercheck.errors import InputError
@@ -121,9 +122,13 @@ class BenchOptions:
                                 help="Seconds for the sweep, and for the pair rounds: past them no larger size "
                                      "and no further round starts (the report says so).")
     expect_busbw: Optional[float] = opt("--expect-busbw", type=click.FloatRange(0, min_open=True),
-                                        help="Expected bus bandwidth, GB/s.")
+                                        help="Expected all_reduce bus bandwidth, GB/s (default: [bench] "
+                                             "expected_busbw, else the published figure for the GPUs and fabric).")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
-                                  help="An earlier `bench --json` output to compare with.")
+                                  help="An earlier `bench --json`, preflight report, or nccl-tests output "
+                                       "(all_reduce_perf ..., mpirun-tagged or not) to compare with, size by size.")
+    config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
+                                     help="Thresholds file ([bench] expected_busbw, expected_fraction).")
 
 
 @dataclass
@@ -134,6 +139,7 @@ class BenchFacts:
     nproc: Dict[str, int] = field(default_factory=dict)
     stages: List[LaunchResult] = field(default_factory=list)   # the torchrun launch (pair rounds, then sweep)
     problems: Dict[str, str] = field(default_factory=dict)     # node -> why it could not take part
+    expected: Optional[Expected] = None                         # what all_reduce's busbw should reach
     _figures: Optional[BenchFigures] = field(default=None, repr=False)
 
     @property
@@ -171,14 +177,24 @@ def worker_config(options: BenchOptions, backend: str, nodes: Sequence[str]) -> 
     return config
 
 
+def expected_figure(options: BenchOptions, configured: float, probed: List[Probed], backend: str) -> Optional[Expected]:
+    """--expect-busbw, else [bench] expected_busbw, else the published figure for what the nodes have."""
+    if options.expect_busbw:
+        return Expected(options.expect_busbw, "--expect-busbw")
+    if configured:
+        return Expected(configured, "[bench] expected_busbw")
+    return published(probed, backend, options.ring)
+
+
 def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], options: BenchOptions,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> BenchFacts:
+                 progress: Optional[Callable[[str, Dict], None]] = None, configured: float = 0.0) -> BenchFacts:
     """probed: the node layer's documents (interpreter, GPUs, training interface, torch)."""
     facts = BenchFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
     if facts.problems:
         return facts
     facts.backend = choose_backend(probed, options.backend)
+    facts.expected = expected_figure(options, configured, probed, facts.backend)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, facts.backend == "nccl")
     files = {}
     for name, path in (("clustercheck_bench_worker.py", WORKER), ("clustercheck_rounds.py", ROUNDS)):

@@ -6,6 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 from tabulate import tabulate
 
+from clustercheck.bench.baseline import peak_cell
 from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.table import format_table
 from clustercheck.inventory import fold
@@ -27,11 +28,22 @@ def sweep_tables(facts: BenchFacts) -> List[str]:
                        f"{stage.config['size_budget']:g} s a size, "
                        f"data check {'on' if stage.config['check'] else 'off'}")
         for name, coll_rows in facts.figures.by_collective.items():
-            lines += format_table(name, coll_rows) + [""]
+            lines += format_table(name, coll_rows) + [percent_line(facts, name, coll_rows), ""]
         for event in facts.figures.budget:
             if event.get("stage") == "sweep":
                 lines += [f"# stopped after {event['last_bytes']} B: {event['reason']}", ""]
     return lines
+
+
+def percent_line(facts: BenchFacts, name: str, rows: List[Dict]) -> str:
+    """The peak against what the collective should reach, under its table."""
+    top = max(peak_cell(row) for row in rows)
+    if name != "all_reduce":
+        return f"# Peak bus bandwidth   : {top:.4g} GB/s"
+    if facts.expected is None:
+        return f"# Peak bus bandwidth   : {top:.4g} GB/s (no expected figure for {facts.backend} on these nodes)"
+    return (f"# Peak bus bandwidth   : {top:.4g} GB/s = {top / facts.expected.gbps:.0%} of expected "
+            f"{facts.expected.gbps:g} GB/s ({facts.expected.source})")
 
 
 def search_rounds(facts: BenchFacts, tablefmt: str) -> Optional[str]:

@@ -11,29 +11,23 @@ import statistics
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from clustercheck.bench.baseline import Baseline, by_size, compare, peak_cell
 from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.table import PLACEMENTS
 from clustercheck.inventory import fold
 from clustercheck.launch import LaunchResult
-from clustercheck.node.facts import gpus
 from clustercheck.result import Finding, Status
 from clustercheck.rounds import SLOW
 
-# Single-node, 8-GPU all_reduce bus bandwidth at 16 GB messages that a healthy node reaches:
-# the thresholds of Azure's HPC node health checks (Azure/azurehpc-health-checks,
-# conf/nd96isr_h100_v5.conf `check_nccl_allreduce 460.0 1 16G`, nd96isr_h200_v5.conf 431.0,
-# nd96amsr_a100_v4.conf 228.0). Over a network, expect ring busbw near 0.8x the NIC's
-# unidirectional rate per GPU.
-TYPICAL_SINGLE_NODE_ALLREDUCE = [("H200", 431.0), ("H100", 460.0), ("A100-SXM4-80GB", 228.0),
-                                 ("A100 80GB", 228.0)]
 SLOW_PAIR_RATIO = SLOW  # a node whose pairs' median is below this fraction of the other pairs' is slow
 SLOW_LINK_RATIO = 0.2   # one pair is a single, noisy measurement: slow only when far below the rest
 
 
 @dataclass
 class Expectations:
-    busbw_gbps: Optional[float] = None          # --expect-busbw
-    baseline: Optional[Dict] = None             # an earlier `bench --json` document
+    baseline: Optional[Baseline] = None         # --baseline: an earlier bench, preflight or nccl-tests output
+    fraction: float = 0.9                       # [bench] expected_fraction
+    configured_busbw: float = 0.0               # [bench] expected_busbw (0: the published table)
 
 
 def ranks_of(stage: LaunchResult) -> Dict[str, List[int]]:
@@ -120,60 +114,77 @@ def data_check(stage: LaunchResult) -> List[Finding]:
                     "ECC and Xid, then bench pairs of nodes to find the one", [])]
 
 
-def typical_busbw(facts: BenchFacts) -> Optional[Tuple[float, str]]:
-    """The published healthy figure, when this is one node of 8 GPUs of a listed model."""
-    if len(facts.nodes) != 1 or not facts.probed or facts.probed[0].facts is None:
-        return None
-    node_gpus = gpus(facts.probed[0].facts)
-    if len(node_gpus) != 8:
-        return None
-    model = node_gpus[0].get("name") or ""
-    for key, value in TYPICAL_SINGLE_NODE_ALLREDUCE:
-        if key in model:
-            return value, f"8x {model} all_reduce at 16 GB (Azure HPC node health checks)"
-    return None
+def peak(rows: List[Dict]) -> Tuple[float, int]:
+    """The highest busbw of any placement, and its size."""
+    best = max(rows, key=peak_cell)
+    return peak_cell(best), best["size"]
 
 
 def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
+    """Each collective's busbw; all_reduce's peak as a percentage of what it should reach."""
     findings = []
     sweep = facts.stages[0] if facts.stages else None
     if sweep is None or not facts.figures.by_collective:
         return findings
-    baseline = _baseline_avgs(expect.baseline)
     for name, coll_rows in facts.figures.by_collective.items():
-        average = facts.figures.avg_busbw[name]
-        peak_row = max(coll_rows, key=lambda r: max(r[p]["busbw"] for p in PLACEMENTS if r.get(p)))
-        peak = max(peak_row[p]["busbw"] for p in PLACEMENTS if peak_row.get(p))
-        text = f"{name}: avg bus bandwidth {average:.3f} GB/s, peak {peak:.3f} GB/s at {peak_row['size']} B"
-        expected, source = expect.busbw_gbps, "--expect-busbw"
-        if expected is None and name == "all_reduce" and typical_busbw(facts):
-            expected, source = typical_busbw(facts)
-        if expected:
-            ratio = peak / expected
-            status = Status.OK if ratio >= 0.9 else Status.WARN if ratio >= 0.7 else Status.FAIL
-            findings.append(Finding(f"bench.expected.{name}", status,
-                                    f"{text}: {ratio:.0%} of expected {expected:g} GB/s ({source})",
-                                    [f"{fold(list(sweep.runs))}: peak busbw {peak:.3f} GB/s"],
-                                    "" if status is Status.OK else
-                                    "find the slow node or link with --pairwise; check NIC speed (ethtool, ibstat) "
-                                    "and that NCCL uses the fast interface (NCCL_DEBUG=INFO shows it)",
-                                    [] if status is Status.OK else list(sweep.runs)))
-        elif name in baseline:
-            ratio = average / baseline[name] if baseline[name] else 1.0
-            status = Status.OK if ratio >= 0.9 else Status.WARN if ratio >= 0.7 else Status.FAIL
-            findings.append(Finding(f"bench.baseline.{name}", status,
-                                    f"{text}: {ratio:.0%} of the baseline's {baseline[name]:.3f} GB/s",
-                                    [], "" if status is Status.OK else "compare with the baseline's report: what "
-                                    "changed (nodes, driver, NCCL, fabric)? --pairwise finds a slow node", []))
-        else:
-            findings.append(Finding(f"bench.bandwidth.{name}", Status.OK, text))
+        top, size = peak(coll_rows)
+        text = f"{name}: avg bus bandwidth {facts.figures.avg_busbw[name]:.3f} GB/s, peak {top:.3f} GB/s at {size} B"
+        expected = facts.expected if name == "all_reduce" else None
+        if expected is None:
+            none = ("" if name != "all_reduce" else
+                    f" (no published figure for {facts.backend} on these nodes: give one with --expect-busbw or "
+                    "[bench] expected_busbw in clustercheck.toml)")
+            findings.append(Finding(f"bench.bandwidth.{name}", Status.OK, text + none))
+            continue
+        ratio = top / expected.gbps
+        status = Status.OK if ratio >= expect.fraction else Status.WARN if ratio >= 0.7 else Status.FAIL
+        largest = max(row["size"] for row in coll_rows)
+        evidence = [f"expected {expected.gbps:g} GB/s: {expected.source}",
+                    f"a finding below {expect.fraction:.0%} of it ([bench] expected_fraction; nccl-tests' "
+                    "NCCL_TESTS_MIN_BW fails below 90%)"]
+        if largest < 2 ** 30:
+            evidence.append(f"the largest size measured is {largest} B; published figures are for 8-16 GB "
+                            "messages, where busbw is highest")
+        findings.append(Finding(f"bench.expected.{name}", status,
+                                f"{text}: {ratio:.0%} of expected {expected.gbps:g} GB/s", evidence,
+                                "" if status is Status.OK else
+                                "find the slow node or link with --pairwise; check NIC speed (ethtool, ibstat) "
+                                "and that NCCL uses the fast interface (NCCL_DEBUG=INFO shows it)",
+                                [] if status is Status.OK else list(sweep.runs)))
     return findings
 
 
-def _baseline_avgs(doc: Optional[Dict]) -> Dict[str, float]:
-    if not doc:
-        return {}
-    return {name: value for name, value in (doc.get("avg_busbw") or {}).items() if value}
+def against_baseline(facts: BenchFacts, expect: Expectations) -> List[Finding]:
+    """This sweep against --baseline at the sizes both measured; judged at the largest of them."""
+    baseline = expect.baseline
+    if baseline is None or not facts.figures.by_collective:
+        return []
+    findings = []
+    shared = [name for name in facts.figures.by_collective if name in baseline.busbw]
+    if not shared:
+        return [Finding("bench.baseline", Status.UNKNOWN,
+                        f"could not compare with the baseline: it measured {', '.join(baseline.busbw) or 'nothing'}, "
+                        f"this run {', '.join(facts.figures.by_collective)}", [baseline.describe()],
+                        "run the same collective as the baseline (-c)", [])]
+    for name in shared:
+        pairs = compare(baseline.busbw[name], by_size(facts.figures.by_collective[name]))
+        if not pairs:
+            old, new = sorted(baseline.busbw[name]), sorted(by_size(facts.figures.by_collective[name]))
+            findings.append(Finding(f"bench.baseline.{name}", Status.UNKNOWN,
+                                    f"could not compare {name} with the baseline: no message size in common "
+                                    f"(baseline {old[0]}-{old[-1]} B, this run {new[0]}-{new[-1]} B)",
+                                    [baseline.describe()], "rerun with -b/-e/-f giving sizes the baseline has", []))
+            continue
+        size, old, new = pairs[-1]
+        ratio = new / old
+        status = Status.OK if ratio >= expect.fraction else Status.WARN if ratio >= 0.7 else Status.FAIL
+        findings.append(Finding(
+            f"bench.baseline.{name}", status,
+            f"{name}: {new:.3f} GB/s busbw at {size} B, {ratio:.0%} of the baseline's {old:.3f} GB/s",
+            [baseline.describe()] + [f"{s} B: {n:.3f} GB/s, baseline {o:.3f} ({n / o:.0%})" for s, o, n in pairs[-12:]],
+            "" if status is Status.OK else "what changed since the baseline (nodes, driver, NCCL, fabric)? "
+            "--pairwise finds a slow node", []))
+    return findings
 
 
 def budget_stops(facts: BenchFacts) -> List[Finding]:
@@ -303,6 +314,7 @@ def judge_bench(facts: BenchFacts, expect: Expectations, timeout_s: float) -> Li
         findings += stage_outcome(stage, timeout_s)
         findings += data_check(stage)
     findings += bandwidth(facts, expect)
+    findings += against_baseline(facts, expect)
     findings += budget_stops(facts)
     findings += pairwise_verdict(facts)
     if not facts.stages and not facts.problems:

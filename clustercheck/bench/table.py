@@ -97,26 +97,45 @@ def format_table(collective: str, rows: Sequence[Dict]) -> List[str]:
     return lines
 
 
-_ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+(.*)$")
+# One line of an nccl-tests table. The current format has a root column (since nccl-tests 2.10)
+# and "#wrong" counts; the old one has no root and a max "error" per placement. Open MPI's
+# --tag-output puts "[1,0]<stdout>:" before every line, srun -l "0: ".
+_TAG_RE = re.compile(r"^(\[\d+,\d+\]<std(?:out|err)>:|\d+: )")
+_ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([a-z]\w*)\s+([a-z]\w*)\s+(.*)$")
+_CELL_RE = re.compile(r"^(N/A|-?\d+(\.\d*)?(e[-+]?\d+)?)$")
+
+
+def strip_tag(line: str) -> str:
+    return _TAG_RE.sub("", line, count=1)
+
+
+def parse_row(line: str) -> Optional[Dict]:
+    """A table row (either format, tag stripped), or None for any other line; cells that are not
+    numbers make it not a row."""
+    line = strip_tag(line)
+    match = _ROW_RE.match(line)
+    if not match or line.lstrip().startswith("#"):
+        return None
+    cells = match.group(5).split()
+    if len(cells) not in (8, 9) or not all(_CELL_RE.match(c) for c in cells):
+        return None
+    row = {"size": int(match.group(1)), "count": int(match.group(2)), "type": match.group(3),
+           "redop": match.group(4)}
+    old = len(cells) == 8
+    if not old:
+        row["root"] = int(float(cells.pop(0)))
+    for placement, chunk in zip(PLACEMENTS, (cells[0:4], cells[4:8])):
+        if chunk[0] != "N/A":
+            row[placement] = {"time_us": float(chunk[0]), "algbw": float(chunk[1]), "busbw": float(chunk[2]),
+                              "wrong": None if chunk[3] == "N/A" or old else float(chunk[3])}
+            if old and chunk[3] != "N/A":
+                row[placement]["error"] = float(chunk[3])
+    return row
 
 
 def parse_table(text: str) -> List[Dict]:
-    """Rows of an nccl-tests table (theirs or ours): size, count, ... and both placements' cells."""
-    rows = []
-    for line in text.splitlines():
-        line = re.sub(r"^\[[^\]]*\]<stdout>:", "", line)  # mpirun's prefix
-        match = _ROW_RE.match(line)
-        if not match or line.lstrip().startswith("#"):
-            continue
-        cells = match.group(6).split()
-        row = {"size": int(match.group(1)), "count": int(match.group(2)), "type": match.group(3),
-               "redop": match.group(4), "root": int(match.group(5))}
-        for placement, chunk in zip(PLACEMENTS, (cells[0:4], cells[4:8])):
-            if len(chunk) == 4 and chunk[0] != "N/A":
-                row[placement] = {"time_us": float(chunk[0]), "algbw": float(chunk[1]), "busbw": float(chunk[2]),
-                                  "wrong": None if chunk[3] == "N/A" else float(chunk[3])}
-        rows.append(row)
-    return rows
+    """Rows of an nccl-tests table (theirs, old or current, tagged or not; or ours)."""
+    return [row for row in map(parse_row, text.splitlines()) if row is not None]
 
 
 def parse_avg_busbw(text: str) -> Optional[float]:

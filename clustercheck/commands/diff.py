@@ -13,9 +13,13 @@ from clustercheck.preflight.diff import diff_reports, load_report, render_change
 def diff(old, new, threshold):
     """What changed between two preflight reports (.json): versions, nodes, bandwidth, findings.
 
+    OLD may also be nccl-tests output (all_reduce_perf ..., old or current format, mpirun-tagged
+    or not): then only bus bandwidth is compared, at the largest message size both measured.
+
     \b
     Example:
       clustercheck diff reports/20261101-120000-nodes.json reports/20261121-090000-nodes.json
+      clustercheck diff all_reduce_perf-2024.log reports/20261121-090000-nodes.json
 
     Exit code: 0 not worse, 2 worse (a node gone, a new failure, bandwidth down by more
     than the threshold), 64 bad input.

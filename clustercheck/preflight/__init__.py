@@ -76,18 +76,19 @@ class PreflightOptions:
 
 
 def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: str = "auto", timeout_s: float = 600.0,
-                rdzv_port: int = DEFAULT_RDZV_PORT) -> BenchOptions:
+                rdzv_port: int = DEFAULT_RDZV_PORT, config_path: Optional[str] = None) -> BenchOptions:
     """preflight's bench: pair rounds of 4 MiB, then all_reduce from 1 MiB (or less) to max_bytes."""
     return BenchOptions(collectives=("all_reduce",), min_bytes=min(2 ** 20, max_bytes), max_bytes=max_bytes,
                         step_factor=4, iters=5, warmup=2, pairwise=pairwise, pair_bytes=4 * 2 ** 20,
-                        timeout_s=timeout_s, rdzv_port=rdzv_port)
+                        timeout_s=timeout_s, rdzv_port=rdzv_port, config_path=config_path)
 
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
     return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path)),
             NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
                                 attempt_timeout_s=options.attempt_timeout_s)),
-            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port)),
+            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,
+                                   options.config_path)),
             SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s))]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
+from clustercheck.bench.baseline import compare, from_bench_document, read_baseline
 from clustercheck.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.inventory import fold
 from clustercheck.report import read_json_document
@@ -33,7 +34,44 @@ class Changes:
 
 
 def load_report(path: str) -> Dict:
-    return read_json_document(path, "preflight", "a preflight report (.json)")
+    """A preflight report (.json), or nccl-tests output: then only bandwidth is compared."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(1)
+    except OSError:
+        head = "{"
+    if head.strip() and head.strip() != "{":
+        baseline = read_baseline(path)
+        return {"command": "nccl-tests", "busbw": baseline.busbw}
+    return read_json_document(path, "preflight", "a preflight report (.json) or nccl-tests output")
+
+
+def busbw_by_size(doc: Dict) -> Dict[str, Dict[int, float]]:
+    if doc.get("command") == "nccl-tests":
+        return doc["busbw"]
+    return from_bench_document(doc.get("bench") or {}, "", "").busbw
+
+
+def bandwidth_changes(old: Dict, new: Dict, threshold: float) -> List[Tuple[str, float, float, float]]:
+    """busbw at the largest size both measured (averages over different sizes are not comparable);
+    the average bus bandwidth only where neither report has its rows."""
+    changes = []
+    old_sizes, new_sizes = busbw_by_size(old), busbw_by_size(new)
+    old_avg = (old.get("bench") or {}).get("avg_busbw") or {}
+    new_avg = (new.get("bench") or {}).get("avg_busbw") or {}
+    for name in sorted((set(old_sizes) | set(old_avg)) & (set(new_sizes) | set(new_avg))):
+        pairs = compare(old_sizes.get(name, {}), new_sizes.get(name, {}))
+        if pairs:
+            size, before, after = pairs[-1]
+            label = f"{name} at {size} B"
+        elif old_avg.get(name) and new_avg.get(name):
+            before, after, label = old_avg[name], new_avg[name], f"{name} avg"
+        else:
+            continue
+        ratio = after / before
+        if abs(ratio - 1) > threshold:
+            changes.append((label, before, after, ratio))
+    return changes
 
 
 def _key(finding: Dict) -> Tuple:
@@ -42,6 +80,9 @@ def _key(finding: Dict) -> Tuple:
 
 def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> Changes:
     changes = Changes(threshold=threshold)
+    if "nccl-tests" in (old.get("command"), new.get("command")):
+        changes.bandwidth = bandwidth_changes(old, new, threshold)
+        return changes
     old_nodes, new_nodes = old.get("nodes", []), new.get("nodes", [])
     changes.nodes_added = [n for n in new_nodes if n not in old_nodes]
     changes.nodes_gone = [n for n in old_nodes if n not in new_nodes]
@@ -53,13 +94,7 @@ def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> 
             if before.get(label) != after.get(label) and node in old_versions and node in new_versions:
                 moved.setdefault((label, before.get(label, "(none)"), after.get(label, "(none)")), []).append(node)
     changes.versions = [f"{label} on {fold(nodes)}: {a} -> {b}" for (label, a, b), nodes in sorted(moved.items())]
-    old_bw = (old.get("bench") or {}).get("avg_busbw") or {}
-    new_bw = (new.get("bench") or {}).get("avg_busbw") or {}
-    for name in sorted(set(old_bw) & set(new_bw)):
-        if old_bw[name] and new_bw[name]:
-            ratio = new_bw[name] / old_bw[name]
-            if abs(ratio - 1) > threshold:
-                changes.bandwidth.append((name, old_bw[name], new_bw[name], ratio))
+    changes.bandwidth = bandwidth_changes(old, new, threshold)
     problems = [f for f in new.get("findings", []) if f["status"] != "OK"]
     old_problems = [f for f in old.get("findings", []) if f["status"] != "OK"]
     old_keys, new_keys = {_key(f) for f in old_problems}, {_key(f) for f in problems}
@@ -76,7 +111,7 @@ def render_changes(changes: Changes, old_path: str, new_path: str) -> str:
     if changes.versions:
         lines += ["versions and settings that changed:"] + [f"  {v}" for v in changes.versions]
     for name, old, new, ratio in changes.bandwidth:
-        lines.append(f"bandwidth {name}: avg busbw {old:.3f} -> {new:.3f} GB/s ({ratio - 1:+.0%}, threshold "
+        lines.append(f"bandwidth {name}: busbw {old:.3f} -> {new:.3f} GB/s ({ratio - 1:+.0%}, threshold "
                      f"{changes.threshold:.0%})")
     for finding in changes.new_findings:
         lines.append(f"new {finding['status']}: [{finding.get('stage')}] {finding['summary']}")

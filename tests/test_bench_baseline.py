@@ -1,0 +1,146 @@
+"""Years of nccl-tests logs as a baseline, and "% of expected" from published figures.
+
+The logs under tests/data/nccl-tests/ are real runs (sources in tests/data/README.md): the old
+format (an error column, no root), Open MPI's --tag-output prefix, NCCL's own lines between
+the rows, a run that names its collective only in the file name."""
+
+import json
+import os
+
+import pytest
+
+from clustercheck.bench.baseline import read_baseline
+from clustercheck.bench.expected import gbits, published
+from clustercheck.bench.gather import BenchFacts
+from clustercheck.bench.rules import Expectations, judge_bench
+from clustercheck.bench.table import parse_avg_busbw, parse_table
+from clustercheck.config import parse_config
+from clustercheck.errors import InputError
+from clustercheck.inventory import Node
+from clustercheck.launch import LaunchResult, NodeRun
+from clustercheck.node.probe import Probed
+from clustercheck.preflight.diff import diff_reports, load_report
+from clustercheck.result import Status
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-tests")
+
+
+def data(name):
+    return os.path.join(DATA, name)
+
+
+@pytest.mark.parametrize("name, rows, peak", [
+    ("all_reduce_perf_old_format.txt", 31, 123.57),
+    ("all_reduce_perf_mpirun_tagged.txt", 32, 483.35),
+    ("all_reduce_perf_multinode.txt", 32, 469.21),
+    ("all_reduce_perf_mpirun_tagged_efa_2node_old_format.txt", 30, 43.81),
+    ("all_reduce_perf_collective_concluded_tagged.txt", 8, 2.31),
+    ("all_reduce_perf_collective_concluded_2node.txt", 1, 191.76),
+])
+def test_every_recorded_format_reads_back_to_its_own_average(name, rows, peak):
+    with open(data(name)) as handle:
+        text = handle.read()
+    parsed = parse_table(text)
+    assert len(parsed) == rows
+    cells = [row[p]["busbw"] for row in parsed for p in ("out_of_place", "in_place") if row.get(p)]
+    # nccl-tests prints the mean of every busbw cell: reading every row right gives the same number
+    assert sum(cells) / len(cells) == pytest.approx(parse_avg_busbw(text), abs=0.01)
+    baseline = read_baseline(data(name))
+    assert baseline.kind == "nccl-tests" and list(baseline.busbw) == ["all_reduce"]
+    assert max(baseline.busbw["all_reduce"].values()) == peak
+
+
+def test_the_old_format_has_an_error_not_a_wrong_count():
+    with open(data("all_reduce_perf_old_format.txt")) as handle:
+        first = parse_table(handle.read())[0]
+    assert "root" not in first and first["out_of_place"]["wrong"] is None
+    assert first["out_of_place"]["error"] == 2e-07
+
+
+def test_a_file_that_is_neither_json_nor_a_table_is_bad_input_naming_it(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\nhello\n")
+    with pytest.raises(InputError) as caught:
+        read_baseline(str(path))
+    assert str(path) in str(caught.value) and "no table rows" in str(caught.value)
+    nameless = tmp_path / "run1.log"
+    with open(data("all_reduce_perf_multinode.txt")) as handle:
+        nameless.write_text(handle.read())
+    with pytest.raises(InputError, match="which collective"):
+        read_baseline(str(nameless))
+
+
+def sweep_facts(rows, nodes=("n1", "n2")):
+    runs = {n: NodeRun(n, exit_code=0) for n in nodes}
+    runs[nodes[0]].events = [{"event": "start", "world": len(nodes), "ranks": []},
+                             *({"event": "row", "collective": "all_reduce", "count": size // 4, "type": "float",
+                                "redop": "sum", "root": -1, "nranks": 16, "size": size,
+                                "in_place": {"time_us": size / busbw / 1e3 * (2 * 15 / 16), "wrong": 0}}
+                               for size, busbw in rows), {"event": "done"}]
+    facts = BenchFacts([Node(n) for n in nodes], [])
+    facts.stages.append(LaunchResult("torchrun", runs, 1.0, {}))
+    return facts
+
+
+def test_bench_against_an_nccl_tests_log_compares_at_the_largest_common_size():
+    baseline = read_baseline(data("all_reduce_perf_multinode.txt"))     # 469.21 GB/s at 16 GB, 2x H100 nodes
+    slow = sweep_facts([(2 ** 30, 300.0), (4 * 2 ** 30, 330.0)])
+    found = {f.check: f for f in judge_bench(slow, Expectations(baseline=baseline), 60)}
+    verdict = found["bench.baseline.all_reduce"]
+    assert verdict.status is Status.WARN          # 330 of 465 GB/s at 4 GB: 71%, below 90%, above 70%
+    assert "4294967296 B" in verdict.summary
+    old = baseline.busbw["all_reduce"][4 * 2 ** 30]
+    assert f"{330 / old:.0%} of the baseline's {old:.3f}" in verdict.summary
+
+
+def test_no_size_in_common_is_unknown_not_ok():
+    baseline = read_baseline(data("all_reduce_perf_collective_concluded_2node.txt"))   # one row: 10 GiB
+    found = {f.check: f for f in judge_bench(sweep_facts([(2 ** 20, 1.0)]), Expectations(baseline=baseline), 60)}
+    assert found["bench.baseline.all_reduce"].status is Status.UNKNOWN
+    assert "no message size in common" in found["bench.baseline.all_reduce"].summary
+
+
+def test_diff_takes_an_nccl_tests_log_as_the_old_side(tmp_path):
+    new = {"command": "preflight", "nodes": ["a", "b"], "findings": [],
+           "bench": {"stages": [{"rows": [{"collective": "all_reduce", "size": 16 * 2 ** 30,
+                                           "in_place": {"busbw": 380.0}}]}]}}
+    changes = diff_reports(load_report(data("all_reduce_perf_multinode.txt")), new)
+    assert changes.bandwidth == [("all_reduce at 17179869184 B", 469.21, 380.0, pytest.approx(380 / 469.21))]
+    assert changes.worse and not changes.nodes_added
+
+
+def probed(name, gpus, ports=()):
+    return Probed(Node(name), None, {"gpu": {"gpus": [{"name": g} for g in gpus]}, "infiniband": list(ports)})
+
+
+def test_the_published_figure_follows_the_gpus_and_the_fabric():
+    h100 = ["NVIDIA H100 80GB HBM3"] * 8
+    single = published([probed("a", h100)], "nccl", ring=False)
+    assert single.gbps == 480.0 and "nccl-tests/issues/212" in single.source
+    assert published([probed("a", h100)], "nccl", ring=True).gbps == 370.0
+    ndr = [{"state": "ACTIVE", "rate": "400 Gb/sec (4X NDR)"}] * 8
+    two = published([probed("a", h100, ndr), probed("b", h100, ndr[:4])], "nccl", ring=False)
+    assert two.gbps == pytest.approx(4 * 400 / 8 * 0.96)        # the node with 4 active ports sets the pace
+    assert published([probed("a", h100), probed("b", h100)], "nccl", ring=False) is None   # no RDMA: no figure
+    assert published([probed("a", [])], "gloo", ring=False) is None
+    assert gbits("200 Gb/sec (4X HDR)") == 200.0
+
+
+def test_expected_fraction_and_figure_come_from_the_config_file():
+    config = parse_config("[bench]\nexpected_busbw = 380\nexpected_fraction = 0.85\n", "cc.toml")
+    assert config.bench.expected_busbw == 380.0 and config.bench.expected_fraction == 0.85
+    with pytest.raises(InputError) as caught:
+        parse_config("[bench]\nexpected_fraction = 1.5\n", "cc.toml")
+    assert "cc.toml" in str(caught.value) and "line 2" in str(caught.value)
+
+
+def test_a_run_below_ninety_percent_of_expected_is_a_finding_with_the_percentage():
+    from clustercheck.bench.expected import Expected
+    facts = sweep_facts([(2 ** 30, 400.0)])
+    facts.expected = Expected(480.0, "8x H100 SXM ...")
+    [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]
+    assert finding.status is Status.WARN and "83% of expected 480 GB/s" in finding.summary
+    facts.expected = Expected(420.0, "[bench] expected_busbw")
+    [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]
+    assert finding.status is Status.OK and "95% of expected" in finding.summary
+    assert json.dumps(finding.to_dict())
