@@ -99,7 +99,9 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifnam
     argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), interpreter(node), "-m", "torch.distributed.run",
             f"--nnodes={nnodes}", f"--nproc-per-node={launch.nproc[node.name]}", "--rdzv-backend=c10d",
             f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
-            f"--rdzv-conf=join_timeout={int(launch.timeout_s)}", "--max-restarts=0", "--monitor-interval=1",
+            # read_timeout: the store's own deadline (default 60 s) fails agents that start slowly on a busy host
+            f"--rdzv-conf=join_timeout={int(launch.timeout_s)},read_timeout={int(launch.timeout_s)}",
+            "--max-restarts=0", "--monitor-interval=1",
             script, *launch.args]
     # torchrun starts its workers in sessions of their own, out of reach of the guard's group kill.
     # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
