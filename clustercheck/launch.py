@@ -27,6 +27,7 @@ from clustercheck.node.probe import Probed, interpreter
 from clustercheck.transport.base import Running, TransportError
 
 FAILURE_GRACE_S = 15.0
+DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint): net tests it, bench and smoke use it
 _SWEEP = ("import os,sys\n"
           "tag=sys.argv[1].encode()\n"
           "for p in os.listdir('/proc'):\n"

@@ -26,6 +26,7 @@ from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.launch import (
+    DEFAULT_RDZV_PORT,
     Launch,
     LaunchResult,
     choose_backend,
@@ -103,8 +104,8 @@ class BenchOptions:
                                         help="Ranks per node. Default: slots=, else the GPU count, else 1.")
     ring: bool = opt("--ring", is_flag=True, default=False,
                      help="NCCL_ALGO=Ring: measure the fabric, not NVLS/tree shortcuts.")
-    rdzv_port: int = opt("--rdzv-port", default=29400, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port on the first node.")
+    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(5),
                            help="Deadline in seconds for each launch (start, rendezvous, sweep).")
     op_timeout_s: float = opt("--op-timeout", default=60.0, type=click.FloatRange(1),

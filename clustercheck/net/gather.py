@@ -21,6 +21,7 @@ import click
 
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
+from clustercheck.launch import DEFAULT_RDZV_PORT
 from clustercheck.node.probe import Probed, interpreter, parse_document, peers_of, read_document
 from clustercheck.options import opt
 from clustercheck.probe import inline_command
@@ -29,7 +30,6 @@ from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
 
 PROGRAM = "net_probe"
 DEFAULT_MASTER_PORT = 29500   # MASTER_PORT: torch.distributed's env:// and DeepSpeed's launcher
-DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint), as bench and smoke use it
 
 
 FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")

@@ -52,7 +52,7 @@ class PreflightOptions:
     master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535),
                            help="MASTER_PORT, tested on every node by net.")
     rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port: tested on every node by net, used by bench.")
+                         help="torchrun's c10d rendezvous port: tested on every node by net, used by bench and smoke.")
     attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60))
     bench_max_bytes: int = opt("--bench-max-bytes", default=16 * 2 ** 20, callback=parse_size, show=format_size,
                                help="Largest all_reduce of the short sweep.")
@@ -89,7 +89,8 @@ def preflight_stages(options: PreflightOptions) -> List[Stage]:
                                 attempt_timeout_s=options.attempt_timeout_s)),
             BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,
                                    options.config_path)),
-            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s))]
+            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s,
+                                    rdzv_port=options.rdzv_port))]
 
 
 class PreflightView:

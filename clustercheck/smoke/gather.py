@@ -20,6 +20,7 @@ import reference_train
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.launch import (
+    DEFAULT_RDZV_PORT,
     Launch,
     LaunchResult,
     choose_backend,
@@ -54,8 +55,8 @@ class SmokeOptions:
                                              "(default: generated).")
     nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
                                         help="Ranks per node. Default: slots=, else the GPU count, else 1.")
-    rdzv_port: int = opt("--rdzv-port", default=29401, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port on the first node.")
+    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
+                         help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
                            help="Deadline in seconds for the whole run (the first DeepSpeed run compiles for "
                                 "~100 s).")
