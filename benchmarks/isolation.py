@@ -33,7 +33,7 @@ from clustercheck.bench.simulate import run_adaptive, run_full, scenario  # noqa
 
 def simulate(trials: int) -> None:
     print(f"simulation: {trials} seeded trials per row, bad nodes at 5-40% of nominal, one bad link between good "
-          "nodes, +-30% noise, 16 MiB pairs, 2 s per round\n")
+          "nodes, +-30% noise, 16 MiB pairs, 5 s per round\n")
     print("| nodes | bad nodes | adaptive rounds (worst) | target | named, all trials | good nodes blamed | "
           "adaptive time (s, median) | full round robin rounds | full time (s, median) | time ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")

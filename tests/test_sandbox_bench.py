@@ -54,8 +54,9 @@ def test_a_node_at_50_mbit_is_named_before_the_sweep_and_the_sweep_stops_at_its_
     """Issue 15: 4 nodes, one at 50 Mbit/s, the others unlimited; stderr is a pipe, not a TTY."""
     slow = box.nodes[2].name
     faults.slow_link(box, slow, 50)
-    proc = subprocess.run(bench_argv(box, box.nodes_file, "--pairwise"), capture_output=True, text=True,
-                          timeout=300)
+    # a 2 s size budget (the default is 5 s) makes the sweep stop below 64M here whatever the host's speed
+    proc = subprocess.run(bench_argv(box, box.nodes_file, "--pairwise", "--size-budget", "2"), capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == EXIT_FAIL, proc.stderr
     doc = json.loads(proc.stdout)
     found = {f["check"]: f for f in doc["findings"] if f["status"] != "OK"}

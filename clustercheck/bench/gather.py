@@ -41,7 +41,7 @@ from clustercheck.rounds import round_limit
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 ROUNDS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rounds.py")
-GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=5, warmup=2)
+GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=20, warmup=5)
 NCCL_DEFAULTS = dict(min_bytes=8, max_bytes=2 ** 30, step_factor=2, iters=20, warmup=5)
 
 
@@ -91,9 +91,9 @@ class BenchOptions:
     step_factor: Optional[int] = opt("-f", "--step-factor", type=click.IntRange(2),
                                      help="Size multiplier. Default: 2 on NCCL, 4 on Gloo.")
     iters: Optional[int] = opt("-n", "--iters", type=click.IntRange(1),
-                               help="Timed iterations per size. Default: 20 NCCL, 5 Gloo.")
+                               help="Timed iterations per size, at most (the size budget may allow fewer). Default: 20.")
     warmup: Optional[int] = opt("-w", "--warmup", type=click.IntRange(0),
-                                help="Warmup iterations per size. Default: 5 NCCL, 2 Gloo.")
+                                help="Warmup iterations per size, at most. Default: 5.")
     dtype: str = opt("-d", "--dtype", default="float",
                      type=click.Choice(["float", "double", "half", "bfloat16", "int32", "int64"]))
     op: str = opt("-o", "--op", default="sum", type=click.Choice(["sum", "prod", "max", "min"]))
@@ -116,7 +116,7 @@ class BenchOptions:
                              "(a screen, then suspects against nodes that passed: a few rounds at any size), "
                              "full (every pair: N-1 rounds), auto (full up to 4 nodes, else adaptive), off.")
     pair_bytes: int = _size("--pair-bytes", default=16 * 2 ** 20, help="Bytes each node of a pair sends.")
-    size_budget_s: float = opt("--size-budget", default=2.0, type=click.FloatRange(0.05),
+    size_budget_s: float = opt("--size-budget", default=5.0, type=click.FloatRange(0.05),
                                help="Seconds for each size of the sweep and each round of pairs: iterations "
                                     "beyond the first stop there.")
     stage_budget_s: float = opt("--stage-budget", default=60.0, type=click.FloatRange(1),
