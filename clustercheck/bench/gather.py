@@ -91,7 +91,7 @@ class BenchOptions:
     step_factor: Optional[int] = opt("-f", "--step-factor", type=click.IntRange(2),
                                      help="Size multiplier. Default: 2 on NCCL, 4 on Gloo.")
     iters: Optional[int] = opt("-n", "--iters", type=click.IntRange(1),
-                               help="Timed iterations per size, at most (the size budget may allow fewer). Default: 20.")
+                               help="Most timed iterations per size (the size budget may allow fewer). Default: 20.")
     warmup: Optional[int] = opt("-w", "--warmup", type=click.IntRange(0),
                                 help="Warmup iterations per size, at most. Default: 5.")
     dtype: str = opt("-d", "--dtype", default="float",
