@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from clustercheck.errors import InputError
 
@@ -32,13 +32,18 @@ def write_report(kind: str, markdown: str, directory: str = DEFAULT_DIR, path: O
     return path
 
 
-def read_json_document(path: str, command: str, what: str) -> Dict:
-    """An earlier `clustercheck <command> --json` output (or preflight report), or bad input naming the file."""
+def read_document(path: str, what: str) -> Tuple[Optional[Dict], str]:
+    """An earlier report or `--json` output: its JSON object, or None and the text when the file is
+    not JSON (an nccl-tests log); bad input names the file."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            doc = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {what} ({exc})", path) from None
-    if not isinstance(doc, dict) or doc.get("command") != command:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {what} ({exc.strerror})", path) from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None, text
+    if not isinstance(doc, dict):
         raise InputError(f"not {what}", path)
-    return doc
+    return doc, text

@@ -24,7 +24,7 @@ measured: the full round robin (N-1 rounds) measures every pair, for small clust
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 SLOW = 0.6          # a pair below this fraction of the reference speed is slow
 MAX_VOTES = 5       # a suspect tried with this many partners without a clear majority is undecided
@@ -49,6 +49,11 @@ def round_limit(count: int) -> int:
     return max(6, 2 * math.ceil(math.log2(max(count, 2))) + 2)
 
 
+def exchange_gbps(event: Dict) -> float:
+    """GB/s each way of one pair's exchange, as the worker reports it ("bytes" in "time_us")."""
+    return event["bytes"] / event["time_us"] / 1e3
+
+
 def upper_median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -64,18 +69,17 @@ class Isolation:
         self.state: Dict[str, str] = {n: "untested" for n in self.nodes}   # passed, suspect, slow, undecided
         self.slow_with: Dict[str, List[str]] = {n: [] for n in self.nodes}
         self.fast_with: Dict[str, List[str]] = {n: [] for n in self.nodes}
-        self.slow_pairs: Dict[Pair, int] = {}        # pair -> times measured slow, while it may be a link
+        self.slow_pairs: Set[Pair] = set()           # measured slow, while it may still be a link
         self.links: List[Pair] = []                  # slow twice, both nodes fast with others
         self.noise: List[Pair] = []                  # slow once, fast when measured again
         self.measured: List[Tuple[int, str, str, str, float]] = []   # round, phase, a, b, GB/s
         self.rounds = 0
-        self._phases: Dict[Pair, str] = {}
-        self._waiting = False
+        self._phases: Dict[Pair, str] = {}           # the round planned and not yet recorded
 
     # ---- planning -----------------------------------------------------------------------------
     def plan(self) -> List[Tuple[str, str, str]]:
         """The next round as (a, b, phase) triples; empty when the search is over."""
-        if self._waiting:
+        if self._phases:
             raise RuntimeError("the previous round was not recorded")
         if self.rounds == 0:
             pairs = [(self.nodes[i], self.nodes[i + 1], "screen") for i in range(0, len(self.nodes) - 1, 2)]
@@ -87,7 +91,6 @@ class Isolation:
             self.close()
             return []
         self._phases = {(a, b): phase for a, b, phase in pairs}
-        self._waiting = True
         return pairs
 
     def _next_pairs(self) -> List[Tuple[str, str, str]]:
@@ -121,7 +124,7 @@ class Isolation:
     # ---- results ------------------------------------------------------------------------------
     def record(self, speeds: Dict[Pair, float]) -> None:
         """GB/s of every pair of the round just planned (a pair that did not report is left out)."""
-        phases, self._phases, self._waiting = self._phases, {}, False
+        phases, self._phases = self._phases, {}
         self.rounds += 1
         for (a, b), phase in phases.items():
             if (a, b) in speeds:
@@ -140,19 +143,17 @@ class Isolation:
                 for node in (a, b):
                     self.state[node] = "suspect" if slow else "passed"
                 if slow:
-                    self.slow_pairs[(a, b)] = 1
+                    self.slow_pairs.add((a, b))
             elif phase == "retest":
-                del self.slow_pairs[(a, b)]
+                self.slow_pairs.discard((a, b))
                 (self.links if slow else self.noise).append((a, b))
             else:
                 (self.slow_with if slow else self.fast_with)[a].append(b)
                 if slow:
-                    self.slow_pairs[(a, b)] = 1
+                    self.slow_pairs.add((a, b))
                 self._decide(a)
         # A slow pair is explained once one of its nodes is slow; it is a link only between fast nodes.
-        for pair in list(self.slow_pairs):
-            if any(self.state[n] == "slow" for n in pair):
-                del self.slow_pairs[pair]
+        self.slow_pairs = {pair for pair in self.slow_pairs if all(self.state[n] != "slow" for n in pair)}
 
     def _decide(self, node: str) -> None:
         slow, fast = len(self.slow_with[node]), len(self.fast_with[node])
@@ -167,11 +168,11 @@ class Isolation:
         if self.state[node] == "passed":
             # the slow results this node had with nodes that passed were their link, or noise
             for partner in self.slow_with[node]:
-                self.slow_pairs[(node, partner)] = 1
+                self.slow_pairs.add((node, partner))
 
     def close(self) -> None:
         """The search ends here (done, out of rounds or out of time): what is still open is undecided."""
-        self._waiting = False
+        self._phases = {}
         for node, state in self.state.items():
             if state in ("suspect", "untested"):
                 self.state[node] = "undecided"

@@ -9,14 +9,14 @@ at the same sizes: an average over 8 B to 16 GB and one over 1 KB to 64 MB are d
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from clustercheck.bench.table import COLLECTIVES, PLACEMENTS, parse_table, strip_tag
+from clustercheck.bench.table import COLLECTIVES, PLACEMENTS, parse_table, peak_cell, strip_tag
 from clustercheck.errors import InputError
+from clustercheck.report import read_document
 
 
 @dataclass
@@ -27,10 +27,6 @@ class Baseline:
 
     def describe(self) -> str:
         return f"{self.kind} {self.path}"
-
-
-def peak_cell(row: Dict) -> float:
-    return max(row[p]["busbw"] for p in PLACEMENTS if row.get(p))
 
 
 def by_size(rows: List[Dict]) -> Dict[int, float]:
@@ -58,31 +54,27 @@ def read_nccl_tests(text: str, path: str) -> Baseline:
     return Baseline(path, "nccl-tests", {_collective_named(text, path): by_size(rows)})
 
 
-def from_bench_document(doc: Dict, path: str, kind: str) -> Baseline:
+def busbw_of(bench_doc: Dict) -> Dict[str, Dict[int, float]]:
+    """collective -> size -> busbw of the rows of a `bench --json` document (or a report's bench part)."""
     busbw: Dict[str, Dict[int, float]] = {}
-    for stage in doc.get("stages") or []:
+    for stage in bench_doc.get("stages") or []:
         for row in stage.get("rows") or []:
             if any(row.get(p) and "busbw" in row[p] for p in PLACEMENTS):
                 busbw.setdefault(row["collective"], {})[row["size"]] = peak_cell(row)
-    return Baseline(path, kind, busbw)
+    return busbw
 
 
 def read_baseline(path: str) -> Baseline:
     """Any of the three; bad input names the file."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise InputError(f"cannot read the baseline ({exc.strerror})", path) from None
-    try:
-        doc = json.loads(text)
-    except ValueError:
+    what = "a `clustercheck bench --json` document, a preflight report or nccl-tests output"
+    doc, text = read_document(path, what)
+    if doc is None:
         return read_nccl_tests(text, path)
-    if isinstance(doc, dict) and doc.get("command") == "bench":
-        return from_bench_document(doc, path, "bench --json")
-    if isinstance(doc, dict) and doc.get("command") == "preflight":
-        return from_bench_document(doc.get("bench") or {}, path, "preflight report")
-    raise InputError("not a `clustercheck bench --json` document, a preflight report or nccl-tests output", path)
+    if doc.get("command") == "bench":
+        return Baseline(path, "bench --json", busbw_of(doc))
+    if doc.get("command") == "preflight":
+        return Baseline(path, "preflight report", busbw_of(doc.get("bench") or {}))
+    raise InputError(f"not {what}", path)
 
 
 def compare(old: Dict[int, float], new: Dict[int, float]) -> List[Tuple[int, float, float]]:

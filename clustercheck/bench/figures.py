@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 
 from clustercheck.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
 from clustercheck.launch import LaunchResult
-from clustercheck.rounds import Isolation, replay
+from clustercheck.rounds import Isolation, exchange_gbps, replay
 
 
 @dataclass
@@ -36,14 +36,10 @@ def sweep_rows(launch: LaunchResult) -> List[Dict]:
             for row in launch.events("row")]
 
 
-def speed(event: Dict) -> float:
-    """GB/s each way of one pair's exchange."""
-    return event["bytes"] / event["time_us"] / 1e3
-
-
 def pair_speeds(launch: LaunchResult, phase: str) -> Dict[Tuple[str, str], float]:
     """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing)."""
-    return {(e["a"], e["b"]): speed(e) for e in launch.events("pair") if e.get("phase") == phase and e.get("time_us")}
+    return {(e["a"], e["b"]): exchange_gbps(e) for e in launch.events("pair")
+            if e.get("phase") == phase and e.get("time_us")}
 
 
 def round_speeds(launch: LaunchResult) -> List[Dict[Tuple[str, str], float]]:
@@ -51,7 +47,7 @@ def round_speeds(launch: LaunchResult) -> List[Dict[Tuple[str, str], float]]:
     rounds: List[Dict[Tuple[str, str], float]] = [{} for _ in launch.events("round")]
     for event in launch.events("pair"):
         if event.get("time_us") and event["round"] < len(rounds):
-            rounds[event["round"]][(event["a"], event["b"])] = speed(event)
+            rounds[event["round"]][(event["a"], event["b"])] = exchange_gbps(event)
     return rounds
 
 

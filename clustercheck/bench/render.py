@@ -6,9 +6,8 @@ from typing import Dict, List, Optional, Sequence
 
 from tabulate import tabulate
 
-from clustercheck.bench.baseline import peak_cell
 from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.table import format_table
+from clustercheck.bench.table import format_table, peak
 from clustercheck.inventory import fold
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
@@ -37,7 +36,7 @@ def sweep_tables(facts: BenchFacts) -> List[str]:
 
 def percent_line(facts: BenchFacts, name: str, rows: List[Dict]) -> str:
     """The peak against what the collective should reach, under its table."""
-    top = max(peak_cell(row) for row in rows)
+    top, _ = peak(rows)
     if name != "all_reduce":
         return f"# Peak bus bandwidth   : {top:.4g} GB/s"
     if facts.expected is None:

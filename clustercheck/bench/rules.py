@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
-from clustercheck.bench.baseline import Baseline, by_size, compare, peak_cell
+from clustercheck.bench.baseline import Baseline, by_size, compare
 from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.table import PLACEMENTS
+from clustercheck.bench.table import PLACEMENTS, peak
 from clustercheck.inventory import fold
 from clustercheck.launch import LaunchResult
 from clustercheck.result import Finding, Status
@@ -114,10 +114,9 @@ def data_check(stage: LaunchResult) -> List[Finding]:
                     "ECC and Xid, then bench pairs of nodes to find the one", [])]
 
 
-def peak(rows: List[Dict]) -> Tuple[float, int]:
-    """The highest busbw of any placement, and its size."""
-    best = max(rows, key=peak_cell)
-    return peak_cell(best), best["size"]
+def ratio_status(ratio: float, fraction: float) -> Status:
+    """A bandwidth against what it should be: OK from `fraction` of it, WARN from 70%, else FAIL."""
+    return Status.OK if ratio >= fraction else Status.WARN if ratio >= 0.7 else Status.FAIL
 
 
 def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
@@ -137,7 +136,7 @@ def bandwidth(facts: BenchFacts, expect: Expectations) -> List[Finding]:
             findings.append(Finding(f"bench.bandwidth.{name}", Status.OK, text + none))
             continue
         ratio = top / expected.gbps
-        status = Status.OK if ratio >= expect.fraction else Status.WARN if ratio >= 0.7 else Status.FAIL
+        status = ratio_status(ratio, expect.fraction)
         largest = max(row["size"] for row in coll_rows)
         evidence = [f"expected {expected.gbps:g} GB/s: {expected.source}",
                     f"a finding below {expect.fraction:.0%} of it ([bench] expected_fraction; nccl-tests' "
@@ -177,7 +176,7 @@ def against_baseline(facts: BenchFacts, expect: Expectations) -> List[Finding]:
             continue
         size, old, new = pairs[-1]
         ratio = new / old
-        status = Status.OK if ratio >= expect.fraction else Status.WARN if ratio >= 0.7 else Status.FAIL
+        status = ratio_status(ratio, expect.fraction)
         findings.append(Finding(
             f"bench.baseline.{name}", status,
             f"{name}: {new:.3f} GB/s busbw at {size} B, {ratio:.0%} of the baseline's {old:.3f} GB/s",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 from clustercheck.rounds import Isolation, round_robin
 
@@ -65,10 +65,9 @@ class Outcome:
     links: List[Pair]
 
 
-def round_seconds(model: Model, pairs: Sequence[Pair], pair_bytes: int, budget_s: float,
-                  speeds: Dict[Pair, float]) -> float:
-    slowest = min(speeds[p] for p in pairs)
-    return exchange_seconds(slowest, pair_bytes, budget_s) + 0.005
+def round_seconds(speeds: Dict[Pair, float], pair_bytes: int, budget_s: float) -> float:
+    """A round lasts as long as its slowest pair, plus a barrier."""
+    return exchange_seconds(min(speeds.values()), pair_bytes, budget_s) + 0.005
 
 
 def run_adaptive(model: Model, pair_bytes: int = 16 * 2 ** 20, budget_s: float = 5.0) -> Outcome:
@@ -79,7 +78,7 @@ def run_adaptive(model: Model, pair_bytes: int = 16 * 2 ** 20, budget_s: float =
         if not planned:
             break
         speeds = {(a, b): model.speed(a, b) for a, b, _ in planned}
-        seconds += round_seconds(model, list(speeds), pair_bytes, budget_s, speeds)
+        seconds += round_seconds(speeds, pair_bytes, budget_s)
         search.record(speeds)
     return Outcome(search.rounds, seconds, search.slow_nodes(), search.undecided(), list(search.links))
 
@@ -90,5 +89,5 @@ def run_full(model: Model, pair_bytes: int = 16 * 2 ** 20, budget_s: float = 5.0
     rounds = round_robin(model.nodes)
     for pairs in rounds:
         speeds = {p: model.speed(*p) for p in pairs}
-        seconds += round_seconds(model, pairs, pair_bytes, budget_s, speeds)
+        seconds += round_seconds(speeds, pair_bytes, budget_s)
     return Outcome(len(rounds), seconds, [], [], [])

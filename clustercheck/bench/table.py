@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,17 @@ def add_bandwidths(row: Dict) -> Dict:
         if cell is not None:
             cell["algbw"], cell["busbw"] = bandwidths(row["collective"], row["size"], cell["time_us"], row["nranks"])
     return row
+
+
+def peak_cell(row: Dict) -> float:
+    """The row's highest busbw over its placements."""
+    return max(row[p]["busbw"] for p in PLACEMENTS if row.get(p))
+
+
+def peak(rows: Sequence[Dict]) -> Tuple[float, int]:
+    """The highest busbw of any row and placement, and its size."""
+    best = max(rows, key=peak_cell)
+    return peak_cell(best), best["size"]
 
 
 def avg_busbw(rows: Sequence[Dict]) -> Optional[float]:

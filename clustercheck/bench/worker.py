@@ -23,7 +23,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from clustercheck_rounds import Isolation, round_robin
+from clustercheck_rounds import Isolation, exchange_gbps, round_robin
 
 DTYPES = {"float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
@@ -228,6 +228,7 @@ def pair_rounds(harness, config, leaders):
     full = config["pairwise"] == "full"
     search = None if full else Isolation(nodes, config.get("max_rounds"))
     schedule = [[(a, b, "matrix") for a, b in pairs] for pairs in round_robin(nodes)] if full else []
+    confirming = False      # full: the confirmation rounds were added after the round robin
     started = time.monotonic()
     index = 0
     measured = []
@@ -235,7 +236,8 @@ def pair_rounds(harness, config, leaders):
         plan = [None]
         if harness.rank == 0:
             if full:
-                if index == len(schedule) and not any(p[2] == "confirm" for r in schedule for p in r):
+                if index == len(schedule) and not confirming:
+                    confirming = True
                     schedule += [[(a, b, "confirm") for a, b in pairs]
                                  for pairs in confirmation_rounds(measured, nodes)]
                 plan = [schedule[index] if index < len(schedule) else []]
@@ -268,7 +270,7 @@ def pair_rounds(harness, config, leaders):
         if harness.rank == 0:
             done = [r for part in gathered for r in part]
             measured += done
-            speeds = {(r["a"], r["b"]): r["bytes"] / r["time_us"] / 1e3 for r in done}
+            speeds = {(r["a"], r["b"]): exchange_gbps(r) for r in done}
             if search:
                 search.record(speeds)
             emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from clustercheck.bench.baseline import compare, from_bench_document, read_baseline
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.bench.baseline import busbw_of, compare, read_nccl_tests
+from clustercheck.errors import EXIT_FAIL, EXIT_OK, InputError
 from clustercheck.inventory import fold
-from clustercheck.report import read_json_document
+from clustercheck.report import read_document
 
 DEFAULT_THRESHOLD = 0.10
 
@@ -35,21 +35,19 @@ class Changes:
 
 def load_report(path: str) -> Dict:
     """A preflight report (.json), or nccl-tests output: then only bandwidth is compared."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            head = handle.read(1)
-    except OSError:
-        head = "{"
-    if head.strip() and head.strip() != "{":
-        baseline = read_baseline(path)
-        return {"command": "nccl-tests", "busbw": baseline.busbw}
-    return read_json_document(path, "preflight", "a preflight report (.json) or nccl-tests output")
+    what = "a preflight report (.json) or nccl-tests output"
+    doc, text = read_document(path, what)
+    if doc is None:
+        return {"command": "nccl-tests", "busbw": read_nccl_tests(text, path).busbw}
+    if doc.get("command") != "preflight":
+        raise InputError(f"not {what}", path)
+    return doc
 
 
 def busbw_by_size(doc: Dict) -> Dict[str, Dict[int, float]]:
     if doc.get("command") == "nccl-tests":
         return doc["busbw"]
-    return from_bench_document(doc.get("bench") or {}, "", "").busbw
+    return busbw_of(doc.get("bench") or {})
 
 
 def bandwidth_changes(old: Dict, new: Dict, threshold: float) -> List[Tuple[str, float, float, float]]:
