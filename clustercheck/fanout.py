@@ -17,8 +17,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 from clustercheck.inventory import Node
 from clustercheck.transport.base import NodeResult, Outcome, Transport, TransportError
 from clustercheck.transport.local import LocalTransport
-from clustercheck.transport.ssh import SSHContext, SSHTransport
+from clustercheck.transport.ssh import SSHTransport
 from clustercheck.transport.sshconfig import SSHSettings
+from clustercheck.transport.sshconnect import SSHContext
 
 DEFAULT_FANOUT = 64            # as ClusterShell
 
@@ -27,6 +28,7 @@ DEFAULT_FANOUT = 64            # as ClusterShell
 class FanoutOptions:
     fanout: int = DEFAULT_FANOUT
     ssh: SSHSettings = None
+    session: bool = True     # one loop per node for every command (agent.py); False: one exec per command
 
     def __post_init__(self):
         if self.ssh is None:
@@ -84,10 +86,10 @@ class Cluster:
 
     def _make_transport(self, node: Node) -> Transport:
         if node.is_local:
-            return LocalTransport(node.name)
+            return LocalTransport(node.name, session=self.options.session)
         if self._ssh is None:
             self._ssh = SSHContext(self.options.ssh)
-        return SSHTransport(self._ssh, node.name, user=node.user, port=node.port)
+        return SSHTransport(self._ssh, node.name, user=node.user, port=node.port, session=self.options.session)
 
     def __enter__(self) -> "Cluster":
         return self

@@ -120,6 +120,9 @@ class ClusterOptions:
                                     help="Record unknown host keys (like OpenSSH accept-new); changed keys are "
                                          "still refused.")
     fanout: int = opt("--fanout", default=DEFAULT_FANOUT, type=click.IntRange(1, 4096), help="Nodes contacted at once.")
+    exec_per_command: bool = opt("--exec-per-command", is_flag=True, default=False,
+                                 help="Run each command with its own login on the node instead of one session "
+                                      "per node (slower; for a node whose shell breaks the session).")
     connect_timeout_s: Optional[float] = opt(
         "--connect-timeout", type=click.FloatRange(0.1, 600),
         help=f"Seconds to reach and log in to a node [default: ConnectTimeout from ssh_config, else "
@@ -143,7 +146,7 @@ class ClusterOptions:
         return "slurm" if self.slurm else "local"
 
     def fanout_options(self) -> FanoutOptions:
-        return FanoutOptions(fanout=self.fanout, ssh=SSHSettings(
+        return FanoutOptions(fanout=self.fanout, session=not self.exec_per_command, ssh=SSHSettings(
             config_path=self.ssh_config, user_known_hosts=list(self.known_hosts),
             accept_new_hostkeys=self.accept_new_hostkeys, connect_timeout_s=self.connect_timeout_s))
 

@@ -52,7 +52,7 @@ def test_mesh_blames_the_inbound_side_when_every_peer_fails():
     facts = facts_with({("a", "c", 40000): "filtered", ("b", "c", 40000): "filtered"})
     [finding] = mesh(facts)
     assert finding.check == "net.inbound" and finding.nodes == ["c"]
-    assert finding.summary == "c drops inbound TCP on port 40000 from every peer (filtered)"
+    assert finding.summary == "c drops inbound TCP on port 40000 from every peer that tried (filtered)"
 
 
 def test_mesh_names_a_single_failing_pair_and_direction():
@@ -140,3 +140,73 @@ def test_the_rendezvous_port_on_the_master_fails():
     assert found.check == "net.rdzv.reach" and found.status is Status.FAIL and found.nodes == ["b", "c"]
     assert "cannot reach the rendezvous port a:29400 (filtered)" in found.summary
     assert len(facts.blocking_failures()) == 2
+
+
+# ---- at 1,000 nodes: the sampled plan, and one finding per cause ----------------------------
+from clustercheck.net.sampling import FULL_MESH_MAX, plan_mesh  # noqa: E402
+
+
+def test_a_sampled_plan_tests_every_node_from_k_peers_both_ways_and_the_master_from_all():
+    names = [f"n{i}" for i in range(1000)]
+    plan = plan_mesh(names, "auto", peers=8, seed=3)
+    assert plan.mode == "sampled"
+    sources = {n: 0 for n in names}
+    for source, targets in plan.targets.items():
+        assert source not in targets and len(set(targets)) == len(targets)
+        assert "n0" in targets or source == "n0"
+        for target in targets:
+            sources[target] += 1
+    assert all(len([t for t in plan.targets[s] if t != "n0"]) >= 7 for s in names)
+    assert min(c for n, c in sources.items() if n != "n0") >= 8 and sources["n0"] == 999
+    assert plan.pairs < 10 * 1000
+
+
+def test_the_full_mesh_is_kept_up_to_its_size_and_on_request():
+    assert plan_mesh([f"n{i}" for i in range(FULL_MESH_MAX)]).mode == "full"
+    assert plan_mesh([f"n{i}" for i in range(FULL_MESH_MAX + 1)]).mode == "sampled"
+    assert plan_mesh([f"n{i}" for i in range(300)], "full").pairs == 300 * 299
+
+
+def planned_facts(count, state_of):
+    """NetFacts of a sampled plan over `count` nodes; state_of(source, target, port) -> state."""
+    nodes = [Node(f"n{i}") for i in range(count)]
+    facts = NetFacts(nodes)
+    facts.plan = plan_mesh([n.name for n in nodes], "auto", peers=8, seed=1)
+    for i, node in enumerate(nodes):
+        launch = [{"port": 29500, "bound": True}, {"port": 29400, "bound": True}]
+        facts.listeners[node.name] = {"schema": 1, "ports": {"ephemeral": [40000 + i]},
+                                      "ephemeral_range": [32768, 60999], "launch": launch}
+    for source, targets in facts.plan.targets.items():
+        facts.mesh[source] = {"results": [
+            {"to": t, "port": p, "state": state_of(source, t, p)}
+            for t in targets for p in (29500, 29400, 40000 + int(t[1:]))]}
+    return facts
+
+
+def problems(facts):
+    return [f for f in judge_net(facts) if f.status is not Status.OK]
+
+
+def test_one_node_dropping_a_port_among_1000_is_named_once():
+    facts = planned_facts(1000, lambda s, t, p: "filtered" if t == "n417" and p == 40417 else "open")
+    [finding] = problems(facts)
+    assert (finding.check, finding.nodes) == ("net.inbound", ["n417"])
+    assert finding.summary == "n417 drops inbound TCP on port 40417 from every peer that tried (filtered)"
+    assert len(finding.evidence) == 1
+
+
+def test_a_node_that_cannot_connect_out_is_named_not_its_peers():
+    facts = planned_facts(1000, lambda s, t, p: "filtered" if s == "n55" else "open")
+    found = problems(facts)
+    assert {(f.check, tuple(f.nodes)) for f in found} >= {("net.outbound", ("n55",))}
+    assert all("n55" in f.nodes for f in found), [f.summary for f in found]
+    assert not [f for f in found if f.check in ("net.inbound", "net.launch")]
+
+
+def test_a_clean_1000_node_mesh_says_which_plan_ran_and_what_a_retry_saved():
+    facts = planned_facts(1000, lambda s, t, p: "open")
+    facts.mesh["n3"]["results"][0]["first_state"] = "filtered"
+    facts.recovered = 1
+    assert problems(facts) == []
+    [ok] = [f for f in judge_net(facts) if f.check == "net.mesh"]
+    assert "sampled: each node to 8 random peers" in ok.summary and "1 failed at first" in ok.summary

@@ -34,7 +34,8 @@ def test_a_clean_sandbox_passes_and_says_what_to_set(box):
     assert code == EXIT_OK, problems(doc)
     summaries = [f["summary"] for f in doc["findings"]]
     n = len(box.nodes)
-    assert any(s.startswith(f"all {n * (n - 1) * 4} connections open") for s in summaries), summaries
+    assert any(s.startswith(f"all connections open between {n} nodes: full mesh: every node to every other "
+                            f"({n * (n - 1) * 4} connection attempts)") for s in summaries), summaries
     assert "ports 29500, 29400 are free and reachable on every node: any may be the master" in summaries
     assert "the peers are reached through eth0 on every node: set NCCL_SOCKET_IFNAME=eth0 GLOO_SOCKET_IFNAME=eth0" \
         in summaries
@@ -93,8 +94,21 @@ def test_a_rejected_range_is_refused_and_names_the_node_and_ports(box):
     finding = found["net.inbound"]
     assert finding["nodes"] == [target]
     assert finding["summary"].startswith(f"{target} rejects inbound TCP on ports")
-    assert finding["summary"].endswith("from every peer (refused)")
+    assert finding["summary"].endswith("from every peer that tried (refused)")
     assert "32768-60999" in finding["remedy"]
+
+
+def test_a_sampled_mesh_names_the_node_that_cannot_connect_out_and_no_other(box):
+    culprit = names(box)[-1]
+    faults.drop_outbound(box, culprit, "all")
+    code, doc = net(box, "--mesh", "sampled", "--mesh-peers", "2")
+    assert code == EXIT_FAIL
+    found = problems(doc)
+    assert found["net.outbound"]["nodes"] == [culprit], found
+    assert found["net.outbound"]["summary"].startswith(f"{culprit} cannot open TCP connections to any peer (filtered")
+    assert {c for c, f in found.items() if f["nodes"] != [culprit]} == set(), found
+    assert doc["plan"]["mode"] == "sampled" and doc["plan"]["peers"] == 2
+    assert doc["plan"]["retried"] > 0 and doc["plan"]["recovered"] == 0
 
 
 def test_hostname_at_loopback_mtu_and_bogus_gloo_ifname_are_each_named(box):

@@ -5,6 +5,7 @@ from tabulate import tabulate
 
 from clustercheck.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
+from clustercheck.sandbox.cluster import MAX_NODES
 
 name_option = click.option("--name", default="cc0", show_default=True,
                            help="Sandbox name: the prefix of its nodes, links and namespaces.")
@@ -30,12 +31,14 @@ def sandbox():
 
 
 @sandbox.command()
-@click.argument("num_nodes", type=click.IntRange(1, 250))
+@click.argument("num_nodes", type=click.IntRange(1, MAX_NODES))
 @name_option
-def up(num_nodes, name):
+@click.option("--shared-hostkey", is_flag=True, default=False,
+              help="One host key for all nodes (quicker to build; for size tests).")
+def up(num_nodes, name, shared_hostkey):
     """Build NUM_NODES nodes (replacing a sandbox of the same name)."""
     try:
-        box = Sandbox.up(num_nodes, name)
+        box = Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey)
     except SandboxError as exc:
         _fail(exc)
     click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}")

@@ -3,8 +3,11 @@
 1. listeners: every node binds the launch ports (MASTER_PORT and torchrun's c10d rendezvous
    port: the master changes with the launcher and the allocation, so every node is tried as
    one) and a sample of its ephemeral range, and reports its names and interfaces;
-2. mesh: every node connects to every other node's ports at once, through the names the
-   inventory gives (what a hostfile or MASTER_ADDR would use);
+2. mesh: every node connects to the ports of the nodes the plan gives it (all others up to
+   FULL_MESH_MAX nodes, else a sample that still finds every blocked node: sampling.py), at
+   once, through the names the inventory gives (what a hostfile or MASTER_ADDR would use);
+   what failed is tried once more, alone and with a longer wait, and only what fails twice is
+   reported (a listener slow to answer on a loaded host is not a firewall);
 3. opt-in: link quality in rounds where each node is in at most one pair, and SSH from
    the first node to the others;
 then every listener is stopped (its guard kills it on the node).
@@ -13,6 +16,7 @@ then every listener is stopped (its guard kills it on the node).
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,6 +26,7 @@ import click
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.launch import DEFAULT_RDZV_PORT
+from clustercheck.net.sampling import DEFAULT_PEERS, MeshPlan, plan_mesh
 from clustercheck.node.probe import Probed, interpreter, parse_document, peers_of, read_document
 from clustercheck.options import opt
 from clustercheck.probe import inline_command
@@ -51,7 +56,12 @@ class NetOptions:
                           help="Seconds of the throughput stream per pair (with --links).")
     node_ssh: bool = opt("--node-ssh", is_flag=True, default=False,
                          help="Also check that the first node logs in to the others with SSH (what pdsh needs).")
-    start_timeout_s: float = 30.0    # for a listener to report ready
+    mesh: str = opt("--mesh", default="auto", type=click.Choice(["auto", "full", "sampled"]),
+                    help="Which pairs connect: full (every ordered pair), sampled (each node to and from --mesh-peers "
+                         "random peers, every node to the master), auto (full up to 128 nodes).")
+    mesh_peers: int = opt("--mesh-peers", default=DEFAULT_PEERS, type=click.IntRange(2, 64),
+                          help="Peers per node in a sampled mesh (each is tested inbound and outbound by this many).")
+    start_timeout_s: float = 30.0    # for a listener to report ready, counted once all were started
 
     @property
     def launch_ports(self) -> List[int]:
@@ -71,6 +81,9 @@ class NetFacts:
     links: List[Dict] = field(default_factory=list)             # {"from", "to", "rtt_ms", "mbit_s"} or "error"
     node_ssh: Optional[Dict] = None                             # {"from": node, "results": [...]}
     probed: List[Probed] = field(default_factory=list)          # the node layer's documents, for names/interfaces
+    plan: Optional[MeshPlan] = None
+    retried: int = 0                                            # attempts that failed once and were tried again
+    recovered: int = 0                                          # ... and then succeeded
 
     @property
     def master(self) -> str:
@@ -115,9 +128,8 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
     running: Dict[str, Running] = {}
     by_name = {n.name: n for n in nodes}
     names = [n.name for n in nodes]
-    hold_s = options.start_timeout_s + 4 * options.attempt_timeout_s + 120 + (
-        len(names) * (options.stream_s + 1) if options.links else 0)
-
+    # A safety net only: the listeners are stopped when the mesh is done, and die with the session.
+    hold_s = 900 + len(names) + (len(names) * (options.stream_s + 1) if options.links else 0)
     index_of = {name: i for i, name in enumerate(names)}
 
     def start_listener(transport: Transport, node: Node) -> NodeResult:
@@ -126,58 +138,100 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
         args = ["listen", "--samples", str(options.samples), "--hold", f"{hold_s:.0f}",
                 "--peers", ",".join(peers_of(nodes, index_of[node.name])),
                 "--launch-ports", ",".join(map(str, options.launch_ports))]
-        started = time.monotonic()
-        handle = transport.start(inline_command(interpreter(node), PROGRAM, args))
-        running[node.name] = handle
-        line = handle.readline(options.start_timeout_s)
-        doc, problem = parse_document(line)
-        if doc is None:
-            err = handle.stop().strip().splitlines()
-            running.pop(node.name, None)
-            if line is None and err:
-                problem = f"the listener did not start with {interpreter(node)}: {err[-1]}"
-            facts.problems[node.name] = problem
-            return NodeResult(node.name, Outcome.COMMAND_FAILED, detail=problem,
-                              elapsed_s=time.monotonic() - started)
-        facts.listeners[node.name] = doc
-        return NodeResult(node.name, Outcome.OK, elapsed_s=time.monotonic() - started)
+        running[node.name] = transport.start(inline_command(interpreter(node), PROGRAM, args))
+        return NodeResult(node.name, Outcome.OK)
 
     try:
         for result in cluster.each(start_listener, nodes):
-            facts.outcomes[result.node] = result
-            if not result.ok and result.node not in facts.problems:
+            if not result.ok:
+                facts.outcomes[result.node] = result
                 facts.problems[result.node] = result.detail or result.outcome.value
+        # Every listener was started before any is waited for: on a loaded host a slow one gets the
+        # whole start_timeout_s from here, not what the others left of it.
+        deadline = time.monotonic() + options.start_timeout_s
+        for result in cluster.each(lambda t, node: _ready(facts, node, running, deadline),
+                                   [by_name[n] for n in names if n in running]):
+            facts.outcomes[result.node] = result
         listening = [n for n in names if n in facts.listeners]
-
-        def mesh_step(transport: Transport, node: Node) -> NodeResult:
-            targets = []
-            for other in listening:
-                if other == node.name:
-                    continue
-                ports = [e["port"] for e in facts.launch(other) if e.get("bound")]
-                ports += list(facts.listeners[other]["ports"]["ephemeral"])
-                targets += [[other, other, port] for port in ports]
-            hostnames = sorted({(facts.listeners[o].get("host") or {}).get("hostname") or o for o in listening})
-            args = ["connect", "--targets", json.dumps(targets), "--timeout", f"{options.attempt_timeout_s:g}",
-                    "--resolve", ",".join(hostnames)]
-            result = transport.run(inline_command(interpreter(node), PROGRAM, args),
-                                   options.attempt_timeout_s + 30)
-            doc, problem = read_document(node, result)
-            if doc is None:
-                facts.problems.setdefault(node.name, f"connection attempts: {problem}")
-            else:
-                facts.mesh[node.name] = doc
-            return result
-
-        cluster.each(mesh_step, [by_name[n] for n in listening])
+        facts.plan = plan_mesh(listening, options.mesh, options.mesh_peers, seed=random.randrange(1 << 30))
+        cluster.each(lambda t, node: _connect(t, node, facts, facts.plan.targets[node.name], options),
+                     [by_name[n] for n in listening])
+        _retry(cluster, facts, by_name, options)
         if options.links:
             _links(cluster, facts, by_name, listening, options)
         if options.node_ssh and len(names) > 1 and facts.master in listening:
             _node_ssh(cluster, facts, by_name[facts.master], names[1:])
     finally:
-        for handle in running.values():
-            handle.stop()
+        cluster.each(lambda t, node: NodeResult(node.name, Outcome.OK, stderr=running.pop(node.name).stop()),
+                     [by_name[n] for n in list(running)])
     return facts
+
+
+def _ready(facts: NetFacts, node: Node, running: Dict[str, Running], deadline: float) -> NodeResult:
+    """The listener's first line: what it bound, and the node's names and interfaces."""
+    handle = running[node.name]
+    line = handle.readline(max(0.1, deadline - time.monotonic()))
+    doc, problem = parse_document(line)
+    if doc is None:
+        err = handle.stop().strip().splitlines()
+        running.pop(node.name, None)
+        if line is None and err:
+            problem = f"the listener did not start with {interpreter(node)}: {err[-1]}"
+        elif line is None:
+            problem = "the listener did not report ready in time"
+        facts.problems[node.name] = problem
+        return NodeResult(node.name, Outcome.COMMAND_FAILED, detail=problem)
+    facts.listeners[node.name] = doc
+    return NodeResult(node.name, Outcome.OK)
+
+
+def _connect(transport: Transport, node: Node, facts: NetFacts, to: Sequence[str], options: NetOptions,
+             ports_of=None, timeout_s: Optional[float] = None) -> NodeResult:
+    """One node's connection attempts to the listeners of `to` (all their ports, or ports_of[target])."""
+    targets = []
+    for other in to:
+        if other == node.name or other not in facts.listeners:
+            continue
+        if ports_of is not None:
+            ports = ports_of[other]
+        else:
+            ports = [e["port"] for e in facts.launch(other) if e.get("bound")]
+            ports += list(facts.listeners[other]["ports"]["ephemeral"])
+        targets += [[other, other, port] for port in ports]
+    timeout_s = timeout_s or options.attempt_timeout_s
+    hostnames = sorted({(facts.listeners[o].get("host") or {}).get("hostname") or o for o in to
+                        if o in facts.listeners})
+    args = ["connect", "--timeout", f"{timeout_s:g}", "--resolve", ",".join(hostnames)]
+    result = transport.run(inline_command(interpreter(node), PROGRAM, args + ["--targets", json.dumps(targets)]),
+                           timeout_s + 30)
+    doc, problem = read_document(node, result)
+    if doc is None:
+        facts.problems.setdefault(node.name, f"connection attempts: {problem}")
+    elif ports_of is None:
+        facts.mesh[node.name] = doc
+    else:   # a retry: its answers replace the first ones, which are kept as first_state
+        again = {(e["to"], e["port"]): e for e in doc.get("results", [])}
+        for entry in facts.mesh[node.name]["results"]:
+            retry = again.get((entry["to"], entry["port"]))
+            if retry is not None:
+                entry["first_state"] = entry.get("state")
+                entry.update({k: v for k, v in retry.items() if k in ("state", "ms", "error", "address")})
+    return result
+
+
+def _retry(cluster: Cluster, facts: NetFacts, by_name: Dict[str, Node], options: NetOptions) -> None:
+    """Every failed attempt once more, with a longer wait and only the failures in flight."""
+    failed: Dict[str, Dict[str, List[int]]] = {}
+    for source, target, port, _, _ in facts.failed_attempts():
+        failed.setdefault(source, {}).setdefault(target, []).append(port)
+    if not failed:
+        return
+    facts.retried = sum(len(p) for t in failed.values() for p in t.values())
+    timeout_s = max(5.0, 2 * options.attempt_timeout_s)
+    cluster.each(lambda t, node: _connect(t, node, facts, list(failed[node.name]), options,
+                                          ports_of=failed[node.name], timeout_s=timeout_s),
+                 [by_name[n] for n in failed])
+    facts.recovered = facts.retried - sum(1 for r in facts.failed_attempts() if "first_state" in r[4])
 
 
 def _node_ssh(cluster: Cluster, facts: NetFacts, first: Node, others: Sequence[str]) -> None:

@@ -52,8 +52,18 @@ def _ports_line(facts: NetFacts) -> str:
     sample = {n: get(d, "ports", "ephemeral", default=[]) for n, d in facts.listeners.items()}
     count = sum(len(p) for p in sample.values())
     launch = ", ".join(map(str, facts.launch_ports))
+    plan = f"; {facts.plan.describe(len(facts.attempts()))}" if facts.plan and facts.mesh else ""
+    retried = (f"; {facts.retried} failed attempts tried again, {facts.recovered} then open" if facts.retried
+               else "")
     return f"ports tried: launch {launch} on every node (master {facts.master}), {count} sampled from the " \
-           f"nodes' ephemeral ranges"
+           f"nodes' ephemeral ranges{plan}{retried}"
+
+
+def plan_json(facts: NetFacts) -> Dict:
+    if facts.plan is None:
+        return {}
+    return {"mode": facts.plan.mode, "peers": facts.plan.peers, "pairs": facts.plan.pairs,
+            "attempts": len(facts.attempts()), "retried": facts.retried, "recovered": facts.recovered}
 
 
 def render_terminal(facts: NetFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
@@ -70,7 +80,7 @@ def render_terminal(facts: NetFacts, findings: Sequence[Finding], verbose: bool 
 def to_json(facts: NetFacts, findings: Sequence[Finding]) -> Dict:
     status = worst(findings)
     return {"schema": 1, "command": "net", "verdict": status.name, "exit_code": status.exit_code,
-            "findings": [f.to_dict() for f in sort_findings(findings)],
+            "findings": [f.to_dict() for f in sort_findings(findings)], "plan": plan_json(facts),
             "nodes": {n.name: {"problem": facts.problems.get(n.name), "listener": facts.listeners.get(n.name),
                                "attempts": facts.mesh.get(n.name)} for n in facts.nodes},
             "links": facts.links, "node_ssh": facts.node_ssh}

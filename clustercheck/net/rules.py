@@ -24,50 +24,99 @@ def _port_range(facts: NetFacts, node: str) -> str:
     return f"{low}-{high}"
 
 
-def mesh(facts: NetFacts) -> List[Finding]:
-    """Rows 1-2: every node reaches every other node's ports, both directions.
+EVIDENCE_MAX = 20
 
-    The launch ports (MASTER_PORT, the rendezvous port) are judged by launch_ports()."""
+
+def _capped(lines: List[str]) -> List[str]:
+    return lines[:EVIDENCE_MAX] + ([f"... and {len(lines) - EVIDENCE_MAX} more"] if len(lines) > EVIDENCE_MAX else [])
+
+
+def outbound_culprits(facts: NetFacts) -> Dict[str, str]:
+    """Nodes none of whose attempts (to two or more peers) succeeded: their own outbound side is
+    blocked, not every peer's inbound. node -> the state its attempts ended in."""
+    tried: Dict[str, Set[str]] = {}
+    states: Dict[str, Set[str]] = {}
+    for source, target, _, state, _ in facts.attempts():
+        tried.setdefault(source, set()).add(target)
+        states.setdefault(source, set()).add(state)
+    return {source: "/".join(sorted(states[source])) for source, targets in tried.items()
+            if len(targets) > 1 and "open" not in states[source]}
+
+
+def mesh(facts: NetFacts) -> List[Finding]:
+    """Rows 1-2: every node reaches the ports of the nodes the plan gives it, both directions.
+
+    One finding per cause, hosts folded: a node that drops or rejects inbound (every peer that
+    tried it failed), a node that cannot connect out (it failed to every peer it tried), and what
+    is left, per target. The launch ports (MASTER_PORT, the rendezvous port) are judged by
+    launch_ports()."""
     rows = facts.attempts()
     if not rows:
         return []
+    plan = facts.plan.describe(len(rows)) if facts.plan else f"{len(rows)} connection attempts"
+    retried = (f"; {facts.recovered} failed at first and were open when tried again (slow to answer, not blocked)"
+               if facts.recovered else "")
     failed = [r for r in facts.failed_attempts() if r[2] not in facts.launch_ports]
     if not failed:
-        return [Finding("net.mesh", Status.OK, f"all {len(rows)} connections open between {len(facts.mesh)} nodes "
-                                               f"({len({(r[0], r[1]) for r in rows})} ordered pairs)")]
-    sources = sorted(facts.mesh)
+        return [Finding("net.mesh", Status.OK,
+                        f"all connections open between {len(facts.mesh)} nodes: {plan}{retried}")]
     findings = []
-    # Blame a node's inbound side when every attempt to one of its ports failed from every peer.
+    outbound = outbound_culprits(facts)
+    if outbound:
+        groups: Dict[str, List[str]] = {}
+        for node, state in outbound.items():
+            groups.setdefault(state, []).append(node)
+        for state, nodes in sorted(groups.items()):
+            targets = {n: sorted({r[1] for r in rows if r[0] == n}) for n in nodes}
+            findings.append(Finding(
+                "net.outbound", Status.FAIL,
+                f"{fold(nodes)} cannot open TCP connections to any peer ({state}; "
+                f"{min(len(t) for t in targets.values())}+ peers tried each)",
+                _capped([f"{n} -> {fold(t)}: {state}" for n, t in sorted(targets.items())]),
+                f"allow outbound TCP on {fold(nodes)} (iptables -S OUTPUT, nft list ruleset): every rank connects out "
+                f"to its peers and to the master", nodes))
+    # Inbound: every tester (nodes that can connect out) failed on the target's port.
+    testers: Dict[Tuple[str, int], Set[str]] = {}
+    for source, target, port, _, _ in rows:
+        if source not in outbound and port not in facts.launch_ports:
+            testers.setdefault((target, port), set()).add(source)
     by_target: Dict[Tuple[str, int, str], Set[str]] = {}
     for source, target, port, state, _ in failed:
-        by_target.setdefault((target, port, state), set()).add(source)
+        if source not in outbound:
+            by_target.setdefault((target, port, state), set()).add(source)
+    inbound: Dict[str, Dict[str, List[int]]] = {}
     explained: Set[Tuple[str, str, int]] = set()
-    inbound: Dict[Tuple[str, str], List[int]] = {}
     for (target, port, state), froms in sorted(by_target.items()):
-        peers = [s for s in sources if s != target]
-        if len(peers) > 1 and set(peers) <= froms:
-            inbound.setdefault((target, state), []).append(port)
+        peers = testers.get((target, port), set())
+        if len(peers) > 1 and peers <= froms:
+            inbound.setdefault(state, {}).setdefault(target, []).append(port)
             explained.update((s, target, port) for s in peers)
-    for (target, state), ports in sorted(inbound.items()):
-        ports_text = ", ".join(str(p) for p in sorted(ports))
+    for state, targets in sorted(inbound.items()):
+        nodes = sorted(targets, key=[n.name for n in facts.nodes].index)
+        one = len(nodes) == 1
+        verb = {"filtered": "drops" if one else "drop", "refused": "rejects" if one else "reject"}.get(
+            state, "cannot take")
+        evidence = [f"{fold(sorted(testers[(t, p)]))} -> {t}:{p}: {state}" for t in nodes for p in sorted(targets[t])]
+        ports = sorted(targets[nodes[0]])
+        where = f" on port{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))}" if one else ""
         findings.append(Finding(
-            "net.inbound", Status.FAIL,
-            f"{target} {'drops' if state == 'filtered' else 'rejects' if state == 'refused' else 'cannot take'} "
-            f"inbound TCP on port{'s' if len(ports) > 1 else ''} {ports_text} from every peer ({state})",
-            [f"{fold([s for s in sources if s != target])} -> {target}:{p}: {state}" for p in sorted(ports)],
-            _open_remedy(facts, target, ports), [target]))
-    rest = [r for r in failed if (r[0], r[1], r[2]) not in explained]
-    pairs: Dict[Tuple[str, str, str], List[int]] = {}
+            "net.inbound", Status.FAIL, f"{fold(nodes)} {verb} inbound TCP{where} from every peer that tried ({state})",
+            _capped(evidence),
+            _open_remedy(facts, fold(nodes), []), nodes))
+    rest = [r for r in failed if r[0] not in outbound and (r[0], r[1], r[2]) not in explained]
+    pairs: Dict[Tuple[str, str], Dict[str, List[int]]] = {}
     for source, target, port, state, _ in rest:
-        pairs.setdefault((source, target, state), []).append(port)
-    for (source, target, state), ports in sorted(pairs.items()):
-        ports_text = ", ".join(str(p) for p in sorted(ports))
+        pairs.setdefault((target, state), {}).setdefault(source, []).append(port)
+    for (target, state), sources in sorted(pairs.items()):
+        ports = sorted({p for ps in sources.values() for p in ps})
         findings.append(Finding(
-            "net.pair", Status.FAIL, f"{source} -> {target}: port{'s' if len(ports) > 1 else ''} {ports_text} {state}",
-            [f"{source} -> {target}:{p}: {state}" for p in sorted(ports)],
-            _open_remedy(facts, target, ports) + f" (the other direction and other peers work: look for a rule "
-                                                 f"naming {source}'s address on {target}, or a route between them)",
-            [source, target]))
+            "net.pair", Status.FAIL,
+            f"{fold(sorted(sources))} -> {target}: port{'s' if len(ports) > 1 else ''} "
+            f"{', '.join(map(str, ports))} {state}",
+            _capped([f"{s} -> {target}:{p}: {state}" for s, ps in sorted(sources.items()) for p in sorted(ps)]),
+            _open_remedy(facts, target, ports) + f" (other peers reach {target}: look for a rule naming "
+                                                 f"{fold(sorted(sources))} on {target}, or a route between them)",
+            sorted(sources) + [target]))
     return findings
 
 
@@ -123,6 +172,11 @@ def launch_ports(facts: NetFacts) -> List[Finding]:
     for row in facts.failed_attempts():   # once: at 1,000 nodes the attempts number millions
         if row[2] in facts.launch_ports:
             failed_to.setdefault((row[1], row[2]), []).append(row)
+    outbound = outbound_culprits(facts)   # judged by mesh(): their failures say nothing of the target
+    testers: Dict[Tuple[str, int], Set[str]] = {}
+    for source, target, port, _, _ in facts.attempts():
+        if port in facts.launch_ports and source not in outbound:
+            testers.setdefault((target, port), set()).add(source)
     for node in [n.name for n in facts.nodes if n.name in facts.listeners]:
         for bind in facts.launch(node):
             port = bind.get("port")
@@ -132,8 +186,8 @@ def launch_ports(facts: NetFacts) -> List[Finding]:
             if not bind.get("bound"):
                 others.setdefault(node, []).append(f"port {port} in use{_held(bind)}")
                 continue
-            failed = failed_to.get((node, port), [])
-            peers = [s for s in facts.mesh if s != node]
+            failed = [r for r in failed_to.get((node, port), []) if r[0] not in outbound]
+            peers = testers.get((node, port), set())
             if failed and len(failed) == len(peers) and len({r[3] for r in failed}) == 1:
                 others.setdefault(node, []).append(f"inbound {port} {failed[0][3]}")
             elif failed:

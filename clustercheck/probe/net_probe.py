@@ -218,9 +218,15 @@ def connect(args):
             entry["state"] = classify(err)
             results.append(entry)
             sock.close()
-    deadline = start + timeout_s
-    while pending and time.time() < deadline:
-        for key, _ in selector.select(max(0.0, deadline - time.time())):
+    # The wait starts once every attempt is in flight, and a last look after it ends: on a loaded
+    # host an answer that came in time may not have been read in time.
+    deadline = time.time() + timeout_s
+    while pending:
+        remaining = deadline - time.time()
+        ready = selector.select(max(0.0, remaining))
+        if not ready and remaining <= 0:
+            break
+        for key, _ in ready:
             sock, entry = key.fileobj, key.data
             entry["state"] = classify(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
             entry["ms"] = round((time.time() - start) * 1000, 1)

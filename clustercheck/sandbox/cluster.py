@@ -1,6 +1,6 @@
 """A cluster on one Linux host: network namespaces as nodes, each with a real sshd.
 
-Each node has its own IPv4 address in a /24 the sandbox owns (10.213.X.0/24, X chosen
+Each node has its own IPv4 address in a /22 the sandbox owns (10.213.X.0/22, X chosen
 so that it collides with no route of the host and no other sandbox), its own
 hostname (UTS namespace), its own /etc/hosts (``ip netns exec`` binds
 /etc/netns/NODE/hosts over /etc/hosts) and its own sshd with its own host key. Nodes
@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 STATE_ROOT = "/run/clustercheck-sandbox"
-SUBNET_FORMAT = "10.213.{}.0/24"
+SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
-MAX_NODES = 250
+MAX_NODES = 1000   # a Linux bridge takes 1,024 ports
 REQUIRED_TOOLS = ("ip", "sshd", "ssh-keygen", "unshare", "nsenter", "iptables", "tc")
 
 
@@ -72,6 +72,7 @@ class Sandbox:
     subnet: str = ""
     nodes: List[SandboxNode] = field(default_factory=list)
     faults: Dict[str, List[str]] = field(default_factory=dict)
+    shared_hostkey: bool = False
 
     # ---- paths -------------------------------------------------------------------
     @property
@@ -129,7 +130,8 @@ class Sandbox:
 
     # ---- up / down ---------------------------------------------------------------
     @classmethod
-    def up(cls, num_nodes: int, name: str = "cc0") -> "Sandbox":
+    def up(cls, num_nodes: int, name: str = "cc0", shared_hostkey: bool = False) -> "Sandbox":
+        """Build the nodes. shared_hostkey: one host key for all (size tests: keygen is most of the build)."""
         if not NAME_RE.match(name):
             raise SandboxError(f"sandbox name {name!r}: 1-6 lower-case letters and digits, a letter first")
         if not 1 <= num_nodes <= MAX_NODES:
@@ -138,7 +140,7 @@ class Sandbox:
         if problems:
             raise SandboxError("cannot build a sandbox here: " + "; ".join(problems))
         down(name)  # `up` twice leaves no debris
-        box = cls(name=name, subnet=_free_subnet())
+        box = cls(name=name, subnet=_free_subnet(), shared_hostkey=shared_hostkey)
         try:
             box._build(num_nodes)
         except BaseException:
@@ -186,8 +188,11 @@ class Sandbox:
         with open(self.hosts_file(node), "w") as handle:
             handle.write("\n".join(lines) + "\n")
 
+    def host_key(self, node: SandboxNode) -> str:
+        return os.path.join(self.dir, "ssh_host_ed25519_key" + ("" if self.shared_hostkey else f".{node.name}"))
+
     def _write_sshd_config(self, node: SandboxNode) -> None:
-        key = os.path.join(self.dir, f"ssh_host_ed25519_key.{node.name}")
+        key = self.host_key(node)
         if not os.path.exists(key):
             sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node.name, "-f", key)
         with open(node.sshd_config, "w") as handle:
@@ -248,7 +253,7 @@ class Sandbox:
                          f"    StrictHostKeyChecking yes\n    BatchMode yes\n")
         with open(self.known_hosts, "w") as handle:
             for node in self.nodes:
-                with open(os.path.join(self.dir, f"ssh_host_ed25519_key.{node.name}.pub")) as pub:
+                with open(self.host_key(node) + ".pub") as pub:
                     kind, b64 = pub.read().split()[:2]
                 handle.write(f"{node.addr} {kind} {b64}\n")
 
@@ -283,7 +288,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _free_subnet() -> str:
-    """The first 10.213.X.0/24 that no route of the host and no other sandbox uses."""
+    """The first 10.213.X.0/22 that no route of the host and no other sandbox uses."""
     used = []
     for line in sh("ip", "-4", "route", "show", "table", "all", check=False).stdout.splitlines():
         dest = line.split()[0] if line.split() else ""
@@ -292,11 +297,11 @@ def _free_subnet() -> str:
                 used.append(ipaddress.ip_network(dest, strict=False))
             except ValueError:
                 pass
-    for x in range(256):
+    for x in range(0, 256, 4):
         net = ipaddress.ip_network(SUBNET_FORMAT.format(x))
         if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
             return str(net)
-    raise SandboxError("no free 10.213.X.0/24 subnet left for a sandbox")
+    raise SandboxError("no free 10.213.X.0/22 subnet left for a sandbox")
 
 
 def down(name: str) -> List[str]:

@@ -61,6 +61,16 @@ def reject_port(box: Sandbox, name: str, port) -> None:
     _record(box, node, f"reject tcp/{port}")
 
 
+def drop_outbound(box: Sandbox, name: str, port) -> None:
+    """The node's own new TCP connections to `port` (or a range "LOW:HIGH"; "all": any port) are dropped,
+    as by an egress rule: its peers still reach it."""
+    node = box.node(name)
+    ports = [] if port == "all" else ["--dport", str(port)]
+    _iptables(box, node, "-I", "OUTPUT", "-o", "eth0", "-p", "tcp", *ports, "-m", "conntrack", "--ctstate", "NEW",
+              "-j", "DROP")
+    _record(box, node, f"drop outbound tcp/{port}")
+
+
 def blackhole(box: Sandbox, name: str) -> None:
     """Everything to the node is dropped, as for a node that hangs or lost its link."""
     node = box.node(name)
@@ -254,7 +264,8 @@ def clear(box: Sandbox, name: str) -> None:
     for target in reversed(node.mounts):
         node_exec(box, name, ["umount", "-l", target], check=False)
     node.mounts = []
-    sh("ip", "netns", "exec", node.netns, "iptables", "-w", "-F", "INPUT", check=False)
+    for chain in ("INPUT", "OUTPUT"):
+        sh("ip", "netns", "exec", node.netns, "iptables", "-w", "-F", chain, check=False)
     sh("tc", "qdisc", "del", "dev", node.veth, "root", check=False)
     sh("ip", "netns", "exec", node.netns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     sh("ip", "-n", node.netns, "link", "set", "eth0", "mtu", "1500")
@@ -273,6 +284,7 @@ KNOBS = {
     "slow": (slow_link, "MBIT", float),
     "drop": (drop_port, "PORT", str),
     "reject": (reject_port, "PORT", str),
+    "drop-out": (drop_outbound, "PORT", str),
     "set-env": (set_env, "VAR=VALUE", str),
     "mtu": (set_mtu, "MTU", int),
     "hide": (hide_program, "PROGRAM", str),

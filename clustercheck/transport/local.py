@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Optional, Set
 
+from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
@@ -19,6 +20,7 @@ from clustercheck.transport.base import (
     Running,
     StreamTail,
     Transport,
+    TransportError,
     capped,
     decode,
 )
@@ -41,17 +43,66 @@ def stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
         proc.wait()
 
 
+class ProcessPipe(Pipe):
+    """The session's loop as a local process (its own session: a Ctrl-C on the terminal is ours)."""
+
+    def __init__(self, argv):
+        self._errors = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
+                                     start_new_session=True)
+
+    def send(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def recv(self) -> bytes:
+        return os.read(self.proc.stdout.fileno(), 65536)
+
+    def errors(self) -> str:
+        self._errors.seek(0)
+        return decode(self._errors.read()[-4096:])
+
+    def close(self) -> None:
+        stop(self.proc)
+        self._errors.close()
+
+
 class LocalTransport(Transport):
-    def __init__(self, name: str = "localhost"):
+    def __init__(self, name: str = "localhost", session: bool = True):
         self.name = name
         self._tmpdir: Optional[str] = None
         self._running: Set[subprocess.Popen] = set()
         self._lock = threading.Lock()
+        self.use_session = session
+        self.session: Optional[Session] = None
+        self.session_problem = ""
 
     def connect(self) -> None:
         return None
 
+    def _session(self) -> Optional[Session]:
+        """The loop that runs this node's commands, started on first use; None: one process per command."""
+        if not self.use_session or self.session_problem:
+            return None
+        with self._lock:
+            if self.session is None or self.session.dead:
+                try:
+                    self.session = Session(self.name, ProcessPipe, 30.0)
+                except AgentUnavailable as exc:
+                    self.session_problem = str(exc)
+                    return None
+        return self.session
+
     def run(self, command: str, timeout_s: float) -> NodeResult:
+        session = self._session()
+        if session is not None:
+            try:
+                return session.run(command, timeout_s)
+            except SessionLost as exc:
+                raise TransportError(Outcome.TOOL_ERROR, f"{self.name}: {exc}") from None
+        return self._exec(command, timeout_s)
+
+    def _exec(self, command: str, timeout_s: float) -> NodeResult:
         start = time.monotonic()
         # stdin stays open while we wait: the guard kills the command when it closes,
         # which also happens if this process dies.
@@ -98,14 +149,23 @@ class LocalTransport(Transport):
                           "" if code == 0 else f"exit code {code}", elapsed)
 
     def put(self, data: bytes, name: str, mode: int = 0o600) -> str:
-        if self._tmpdir is None:
+        session = self._session()
+        if session is not None:
+            self._tmpdir = session.dir   # the same machine: written here, removed by the loop
+        elif self._tmpdir is None:
             self._tmpdir = tempfile.mkdtemp(prefix="clustercheck.")
         path = os.path.join(self._tmpdir, name)
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as handle:
             handle.write(data)
         return path
 
-    def start(self, command: str) -> "LocalRunning":
+    def start(self, command: str) -> Running:
+        session = self._session()
+        if session is not None:
+            try:
+                return session.start(command)
+            except SessionLost as exc:
+                raise TransportError(Outcome.TOOL_ERROR, f"{self.name}: {exc}") from None
         proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         with self._lock:
@@ -117,6 +177,9 @@ class LocalTransport(Transport):
             running = list(self._running)
         for proc in running:
             stop(proc)
+        if self.session is not None:
+            self.session.close()
+            self.session, self._tmpdir = None, None
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

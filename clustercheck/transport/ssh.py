@@ -6,18 +6,15 @@ peer); commands run under the guard (guard.py) so they die with the channel.
 
 from __future__ import annotations
 
-import errno
-import logging
 import select
 import shlex
-import socket
 import threading
 import time
-from typing import Dict, Optional, Tuple
+from typing import Optional
 
 import paramiko
 
-from clustercheck.transport import sshconfig
+from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
@@ -30,140 +27,45 @@ from clustercheck.transport.base import (
     decode,
 )
 from clustercheck.transport.guard import guarded
-from clustercheck.transport.hostkeys import KnownHosts, Policy, UnknownHostKey
-
-# Every paramiko failure is classified into an Outcome here; its own log lines (a transport thread's
-# "Error reading SSH protocol banner" when Ctrl-C closes a half-open socket) would only be noise.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
+from clustercheck.transport.sshconnect import SSHContext, open_client
 
 
-class SSHContext:
-    """What all SSH connections of one run share: parsed config, known_hosts, bastion connections."""
+class ChannelPipe(Pipe):
+    """The session's loop behind an exec channel (the login shell runs once, then execs the loop)."""
 
-    def __init__(self, settings: sshconfig.SSHSettings):
-        self.settings = settings
-        self.config = settings.load_config()
-        self._known: Dict[Tuple, KnownHosts] = {}
-        self._jumps: Dict[Tuple, paramiko.SSHClient] = {}
-        self._lock = threading.Lock()
-        self._jump_locks: Dict[Tuple, threading.Lock] = {}
-        self._jump_failures: Dict[Tuple, TransportError] = {}
+    def __init__(self, transport: "SSHTransport", argv):
+        self.transport = transport
+        self.chan = transport._open_channel(transport.target.connect_timeout_s)
+        self.err = StreamTail(head_bytes=0, tail_bytes=8192)
+        try:
+            self.chan.exec_command("exec " + " ".join(shlex.quote(arg) for arg in argv))
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            transport._release(self.chan)
+            raise AgentUnavailable(f"cannot start ({exc})") from None
 
-    def known_hosts(self, alias: str) -> KnownHosts:
-        user_files, global_files = sshconfig.known_hosts_files(self.config, alias, self.settings)
-        key = (tuple(user_files), tuple(global_files))
-        with self._lock:
-            if key not in self._known:
-                self._known[key] = KnownHosts(user_files, global_files)
-            return self._known[key]
+    def send(self, data: bytes) -> None:
+        self.chan.sendall(data)
 
-    def resolve(self, alias: str, user=None, port=None) -> sshconfig.Target:
-        return sshconfig.resolve(self.config, alias, self.settings, user=user, port=port)
+    def recv(self) -> bytes:
+        while True:
+            while self.chan.recv_stderr_ready():
+                self.err.feed(self.chan.recv_stderr(65536))
+            if self.chan.recv_ready():
+                return self.chan.recv(65536)
+            if self.chan.closed or self.chan.eof_received:
+                return b""
+            select.select([self.chan], [], [], 1.0)
 
-    def jump_client(self, hops: Tuple[str, ...], timeout_s: float) -> paramiko.SSHClient:
-        """One shared connection per bastion (per chain of hops), however many nodes sit behind it."""
-        with self._lock:
-            lock = self._jump_locks.setdefault(hops, threading.Lock())
-        with lock:
-            if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
-                failure = self._jump_failures[hops]
-                raise TransportError(failure.outcome, failure.detail)
-            client = self._jumps.get(hops)
-            if client is not None and client.get_transport() and client.get_transport().is_active():
-                return client
-            target = sshconfig.resolve_hop(self.config, hops[-1], self.settings)
-            try:
-                sock = None
-                if len(hops) > 1:
-                    sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
-                client = open_client(self, target, sock=sock)
-            except TransportError as exc:
-                failure = TransportError(exc.outcome, f"jump host {hops[-1]}: {exc.detail}")
-                self._jump_failures[hops] = failure
-                raise failure from None
-            self._jumps[hops] = client
-            return client
+    def errors(self) -> str:
+        return self.err.text()
 
     def close(self) -> None:
-        with self._lock:
-            jumps, self._jumps = list(self._jumps.values()), {}
-        for client in jumps:
-            client.close()
-
-
-def _classify(exc: BaseException, target: sshconfig.Target) -> TransportError:
-    where = f"{target.hostname}:{target.port}"
-    if isinstance(exc, TransportError):
-        return exc
-    if isinstance(exc, socket.gaierror):
-        return TransportError(Outcome.NAME_UNRESOLVED, f"{target.hostname}: {exc.strerror or exc}")
-    if isinstance(exc, ConnectionRefusedError):
-        return TransportError(Outcome.REFUSED, f"{where}: connection refused")
-    if isinstance(exc, (socket.timeout, TimeoutError)):
-        return TransportError(Outcome.CONNECT_TIMEOUT, f"{where}: no answer")
-    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-        return TransportError(Outcome.NO_ROUTE, f"{where}: {exc.strerror}")
-    if isinstance(exc, paramiko.BadHostKeyException):
-        return TransportError(Outcome.HOSTKEY_CHANGED,
-                              f"{exc.hostname}: offered {exc.key.get_name()} key {exc.key.fingerprint}, "
-                              f"known_hosts has {exc.expected_key.fingerprint}")
-    if isinstance(exc, UnknownHostKey):
-        return TransportError(Outcome.HOSTKEY_UNKNOWN, str(exc))
-    if isinstance(exc, paramiko.AuthenticationException):
-        return TransportError(Outcome.AUTH_FAILED, f"{target.user}@{where}: {exc}")
-    if isinstance(exc, paramiko.ChannelException):
-        return TransportError(Outcome.REFUSED, f"{where} via jump host: {exc.text} (code {exc.code})")
-    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
-        return TransportError(Outcome.CONNECT_TIMEOUT, f"{where}: no SSH banner ({exc})")
-    if isinstance(exc, OSError):
-        return TransportError(Outcome.SSH_ERROR, f"{where}: {exc.strerror or exc}")
-    return TransportError(Outcome.SSH_ERROR, f"{where}: {type(exc).__name__}: {exc}")
-
-
-def tunnel(via: paramiko.SSHClient, target: sshconfig.Target, timeout_s: float) -> paramiko.Channel:
-    """A 'direct-tcpip' channel through a connected host to the target's SSH port."""
-    return via.get_transport().open_channel("direct-tcpip", (target.hostname, target.port), ("", 0),
-                                            timeout=timeout_s)
-
-
-def _open_socket(ctx: SSHContext, target: sshconfig.Target, timeout_s: float):
-    if target.proxy_jump:
-        return tunnel(ctx.jump_client(target.proxy_jump, timeout_s), target, timeout_s)
-    if target.proxy_command:
-        return paramiko.ProxyCommand(target.proxy_command)
-    sock = socket.create_connection((target.hostname, target.port), timeout=timeout_s)
-    # paramiko leaves Nagle on: each small packet of a command would wait ~40 ms for an ACK.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramiko.SSHClient:
-    """Connect and authenticate, verifying the host key; raises TransportError."""
-    timeout_s = target.connect_timeout_s
-    known = ctx.known_hosts(target.alias)
-    client = paramiko.SSHClient()
-    for keytype, key in known.lookup(target.hostkey_name).items():
-        client.get_host_keys().add(target.hostkey_name, keytype, key)
-    client.set_missing_host_key_policy(Policy(known, target.strict_hostkeys == "accept-new"))
-    try:
-        if sock is None:
-            sock = _open_socket(ctx, target, timeout_s)
-        client.connect(
-            target.hostkey_alias or target.hostname, port=target.port, username=target.user,
-            key_filename=list(target.identity_files) or None,
-            look_for_keys=not target.identities_only, allow_agent=not target.identities_only,
-            timeout=timeout_s, banner_timeout=timeout_s, auth_timeout=timeout_s,
-            channel_timeout=timeout_s, sock=sock)
-    except BaseException as exc:
-        client.close()
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise _classify(exc, target) from None
-    return client
+        self.transport._release(self.chan)
 
 
 class SSHTransport(Transport):
-    def __init__(self, ctx: SSHContext, name: str, user: Optional[str] = None, port: Optional[int] = None):
+    def __init__(self, ctx: SSHContext, name: str, user: Optional[str] = None, port: Optional[int] = None,
+                 session: bool = True):
         self.name = name
         self.ctx = ctx
         self.target = ctx.resolve(name, user=user, port=port)
@@ -171,6 +73,10 @@ class SSHTransport(Transport):
         self._tmpdir: Optional[str] = None
         self._channels = set()
         self._lock = threading.Lock()
+        self._session_lock = threading.Lock()
+        self.use_session = session
+        self.session: Optional[Session] = None
+        self.session_problem = ""
 
     def connect(self) -> None:
         if self._client is None:
@@ -191,7 +97,40 @@ class SSHTransport(Transport):
         with self._lock:
             self._channels.discard(chan)
 
+    def _session(self) -> Optional[Session]:
+        """The loop that runs this node's commands, started by the first; None: one exec per command."""
+        if not self.use_session or self.session_problem:
+            return None
+        with self._session_lock:
+            if self.session is None or self.session.dead:
+                self.connect()
+                try:
+                    self.session = Session(self.name, lambda argv: ChannelPipe(self, argv),
+                                           max(30.0, self.target.connect_timeout_s))
+                except AgentUnavailable as exc:
+                    if self._connection_lost():
+                        raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost") from None
+                    self.session_problem = str(exc)
+                    return None
+        return self.session
+
+    def _lost(self, exc: SessionLost, doing: str) -> TransportError:
+        if self._connection_lost():
+            return TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost while {doing} "
+                                  f"(node down or sshd killed)")
+        return TransportError(Outcome.TOOL_ERROR, f"{self.target.hostname}: the session on the node ended "
+                              f"while {doing} ({exc})")
+
     def run(self, command: str, timeout_s: float) -> NodeResult:
+        session = self._session()
+        if session is not None:
+            try:
+                return session.run(command, timeout_s)
+            except SessionLost as exc:
+                raise self._lost(exc, "the command ran") from None
+        return self._exec(command, timeout_s)
+
+    def _exec(self, command: str, timeout_s: float) -> NodeResult:
         start = time.monotonic()
         deadline = start + timeout_s
         chan = self._open_channel(timeout_s)
@@ -241,7 +180,7 @@ class SSHTransport(Transport):
 
     def _tempdir(self, timeout_s: float) -> str:
         if self._tmpdir is None:
-            made = self.run('mktemp -d "${TMPDIR:-/tmp}/clustercheck.XXXXXXXX"', timeout_s)
+            made = self._exec('mktemp -d "${TMPDIR:-/tmp}/clustercheck.XXXXXXXX"', timeout_s)
             if not made.ok or not made.stdout.strip():
                 raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: cannot make a temporary "
                                      f"directory ({made.stderr.strip() or made.detail})")
@@ -249,6 +188,12 @@ class SSHTransport(Transport):
         return self._tmpdir
 
     def put(self, data: bytes, name: str, mode: int = 0o600, timeout_s: float = 30.0) -> str:
+        session = self._session()
+        if session is not None:
+            try:
+                return session.put(data, name, mode, timeout_s)
+            except SessionLost as exc:
+                raise self._lost(exc, f"writing {name}") from None
         path = f"{self._tempdir(timeout_s)}/{name}"
         quoted = shlex.quote(path)
         chan = self._open_channel(timeout_s)
@@ -266,7 +211,13 @@ class SSHTransport(Transport):
             self._release(chan)
         return path
 
-    def start(self, command: str) -> "SSHRunning":
+    def start(self, command: str) -> Running:
+        session = self._session()
+        if session is not None:
+            try:
+                return session.start(command)
+            except SessionLost as exc:
+                raise self._lost(exc, "starting a command") from None
         chan = self._open_channel(self.target.connect_timeout_s)
         try:
             chan.exec_command(guarded(command))
@@ -276,13 +227,16 @@ class SSHTransport(Transport):
         return SSHRunning(self, chan)
 
     def close(self) -> None:
+        if self.session is not None:  # the loop kills what runs and removes its directory
+            self.session.close()
+            self.session = None
         with self._lock:
             channels = list(self._channels)
         for chan in channels:  # running commands: their guards kill them
             chan.close()
         if self._client is not None and self._tmpdir:
             try:
-                self.run(f"rm -rf {shlex.quote(self._tmpdir)}", 10.0)
+                self._exec(f"rm -rf {shlex.quote(self._tmpdir)}", 10.0)
             except TransportError:
                 pass
         self._tmpdir = None

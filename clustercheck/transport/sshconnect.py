@@ -1,0 +1,145 @@
+"""Reaching a node over SSH with paramiko: host keys verified, ssh_config honoured, one shared
+connection per bastion; every failure classified into an Outcome."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import threading
+from typing import Dict, Tuple
+
+import paramiko
+
+from clustercheck.transport import sshconfig
+from clustercheck.transport.base import Outcome, TransportError
+from clustercheck.transport.hostkeys import KnownHosts, Policy, UnknownHostKey
+
+# Every paramiko failure is classified into an Outcome here; its own log lines (a transport thread's
+# "Error reading SSH protocol banner" when Ctrl-C closes a half-open socket) would only be noise.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class SSHContext:
+    """What all SSH connections of one run share: parsed config, known_hosts, bastion connections."""
+
+    def __init__(self, settings: sshconfig.SSHSettings):
+        self.settings = settings
+        self.config = settings.load_config()
+        self._known: Dict[Tuple, KnownHosts] = {}
+        self._jumps: Dict[Tuple, paramiko.SSHClient] = {}
+        self._lock = threading.Lock()
+        self._jump_locks: Dict[Tuple, threading.Lock] = {}
+        self._jump_failures: Dict[Tuple, TransportError] = {}
+
+    def known_hosts(self, alias: str) -> KnownHosts:
+        user_files, global_files = sshconfig.known_hosts_files(self.config, alias, self.settings)
+        key = (tuple(user_files), tuple(global_files))
+        with self._lock:
+            if key not in self._known:
+                self._known[key] = KnownHosts(user_files, global_files)
+            return self._known[key]
+
+    def resolve(self, alias: str, user=None, port=None) -> sshconfig.Target:
+        return sshconfig.resolve(self.config, alias, self.settings, user=user, port=port)
+
+    def jump_client(self, hops: Tuple[str, ...], timeout_s: float) -> paramiko.SSHClient:
+        """One shared connection per bastion (per chain of hops), however many nodes sit behind it."""
+        with self._lock:
+            lock = self._jump_locks.setdefault(hops, threading.Lock())
+        with lock:
+            if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
+                failure = self._jump_failures[hops]
+                raise TransportError(failure.outcome, failure.detail)
+            client = self._jumps.get(hops)
+            if client is not None and client.get_transport() and client.get_transport().is_active():
+                return client
+            target = sshconfig.resolve_hop(self.config, hops[-1], self.settings)
+            try:
+                sock = None
+                if len(hops) > 1:
+                    sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
+                client = open_client(self, target, sock=sock)
+            except TransportError as exc:
+                failure = TransportError(exc.outcome, f"jump host {hops[-1]}: {exc.detail}")
+                self._jump_failures[hops] = failure
+                raise failure from None
+            self._jumps[hops] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            jumps, self._jumps = list(self._jumps.values()), {}
+        for client in jumps:
+            client.close()
+
+
+def _classify(exc: BaseException, target: sshconfig.Target) -> TransportError:
+    where = f"{target.hostname}:{target.port}"
+    if isinstance(exc, TransportError):
+        return exc
+    if isinstance(exc, socket.gaierror):
+        return TransportError(Outcome.NAME_UNRESOLVED, f"{target.hostname}: {exc.strerror or exc}")
+    if isinstance(exc, ConnectionRefusedError):
+        return TransportError(Outcome.REFUSED, f"{where}: connection refused")
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return TransportError(Outcome.CONNECT_TIMEOUT, f"{where}: no answer")
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return TransportError(Outcome.NO_ROUTE, f"{where}: {exc.strerror}")
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return TransportError(Outcome.HOSTKEY_CHANGED,
+                              f"{exc.hostname}: offered {exc.key.get_name()} key {exc.key.fingerprint}, "
+                              f"known_hosts has {exc.expected_key.fingerprint}")
+    if isinstance(exc, UnknownHostKey):
+        return TransportError(Outcome.HOSTKEY_UNKNOWN, str(exc))
+    if isinstance(exc, paramiko.AuthenticationException):
+        return TransportError(Outcome.AUTH_FAILED, f"{target.user}@{where}: {exc}")
+    if isinstance(exc, paramiko.ChannelException):
+        return TransportError(Outcome.REFUSED, f"{where} via jump host: {exc.text} (code {exc.code})")
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc).lower():
+        return TransportError(Outcome.CONNECT_TIMEOUT, f"{where}: no SSH banner ({exc})")
+    if isinstance(exc, OSError):
+        return TransportError(Outcome.SSH_ERROR, f"{where}: {exc.strerror or exc}")
+    return TransportError(Outcome.SSH_ERROR, f"{where}: {type(exc).__name__}: {exc}")
+
+
+def tunnel(via: paramiko.SSHClient, target: sshconfig.Target, timeout_s: float) -> paramiko.Channel:
+    """A 'direct-tcpip' channel through a connected host to the target's SSH port."""
+    return via.get_transport().open_channel("direct-tcpip", (target.hostname, target.port), ("", 0),
+                                            timeout=timeout_s)
+
+
+def _open_socket(ctx: SSHContext, target: sshconfig.Target, timeout_s: float):
+    if target.proxy_jump:
+        return tunnel(ctx.jump_client(target.proxy_jump, timeout_s), target, timeout_s)
+    if target.proxy_command:
+        return paramiko.ProxyCommand(target.proxy_command)
+    sock = socket.create_connection((target.hostname, target.port), timeout=timeout_s)
+    # paramiko leaves Nagle on: each small packet of a command would wait ~40 ms for an ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramiko.SSHClient:
+    """Connect and authenticate, verifying the host key; raises TransportError."""
+    timeout_s = target.connect_timeout_s
+    known = ctx.known_hosts(target.alias)
+    client = paramiko.SSHClient()
+    for keytype, key in known.lookup(target.hostkey_name).items():
+        client.get_host_keys().add(target.hostkey_name, keytype, key)
+    client.set_missing_host_key_policy(Policy(known, target.strict_hostkeys == "accept-new"))
+    try:
+        if sock is None:
+            sock = _open_socket(ctx, target, timeout_s)
+        client.connect(
+            target.hostkey_alias or target.hostname, port=target.port, username=target.user,
+            key_filename=list(target.identity_files) or None,
+            look_for_keys=not target.identities_only, allow_agent=not target.identities_only,
+            timeout=timeout_s, banner_timeout=timeout_s, auth_timeout=timeout_s,
+            channel_timeout=timeout_s, sock=sock)
+    except BaseException as exc:
+        client.close()
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _classify(exc, target) from None
+    return client
