@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 STATE_ROOT = "/run/clustercheck-sandbox"
+HOST_SETTINGS = os.path.join(STATE_ROOT, "host-settings.json")   # the host's values sandboxes changed
 SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 MAX_NODES = 1000   # a Linux bridge takes 1,024 ports
@@ -149,8 +150,9 @@ class Sandbox:
         return box
 
     def _build(self, num_nodes: int) -> None:
-        os.makedirs(self.dir, mode=0o700)
+        os.makedirs(self.dir, mode=0o700)   # makes STATE_ROOT too
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self._raise_neighbour_table(num_nodes)
         net = ipaddress.ip_network(self.subnet)
         hosts = list(net.hosts())
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"clustercheck-sandbox-{self.name}",
@@ -178,6 +180,29 @@ class Sandbox:
         self._start_sshds(self.nodes)
         self._write_client_files()
         self.save()
+
+    def _raise_neighbour_table(self, num_nodes: int) -> None:
+        """The kernel keeps one ARP table for all namespaces, 1,024 entries at most by default; a mesh
+        between a few hundred nodes needs an entry per pair talking ("neighbour table overflow", and
+        connections that time out). Raised for the sandbox; the host's own values are kept in
+        HOST_SETTINGS and put back when the last sandbox goes down."""
+        wanted = {"gc_thresh1": 4 * num_nodes, "gc_thresh2": 32 * num_nodes, "gc_thresh3": 64 * num_nodes}
+        try:
+            with open(HOST_SETTINGS) as handle:
+                saved = json.load(handle)
+        except (OSError, ValueError):
+            saved = {}
+        for key, value in wanted.items():
+            path = f"/proc/sys/net/ipv4/neigh/default/{key}"
+            with open(path) as handle:
+                current = handle.read().strip()
+            if int(current) < value:
+                saved.setdefault(path, current)
+                with open(path, "w") as handle:
+                    handle.write(str(value))
+        if saved:
+            with open(HOST_SETTINGS, "w") as handle:
+                json.dump(saved, handle)
 
     def _write_hosts(self, node: SandboxNode, own_addr: Optional[str] = None) -> None:
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
@@ -221,9 +246,9 @@ class Sandbox:
             os.makedirs(tmp, exist_ok=True)
             os.chmod(tmp, 0o1777)
             sh("ip", "netns", "exec", node.netns, "unshare", "--uts", "--", "/bin/sh", "-c",
-               f"mount --bind {tmp} /tmp && hostname {node.name} && "
+               f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} && "
                f"exec /usr/sbin/sshd -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 20 + 0.05 * len(nodes)
         for node in nodes:
             pidfile = f"{self.dir}/sshd.{node.name}.pid"
             while not _listening(node.addr, 22):
@@ -238,6 +263,20 @@ class Sandbox:
                     if time.monotonic() > deadline:
                         raise SandboxError(f"sshd of {node.name} wrote no pid to {pidfile}") from None
                     time.sleep(0.01)
+
+    def _local_home_state(self, node: SandboxNode) -> str:
+        """Mounts that give the node its own copy of home-directory state its login rewrites.
+
+        The nodes share this host's /root, and root's rc files run `pyenv init`, which rehashes
+        the shims under a lock in ~/.pyenv/shims at every login: all nodes queued on one lock (a
+        login waited up to 60 s at 256 nodes). A real node's home is its own; so is this one's
+        shims directory (filled by the first login's rehash)."""
+        shims = os.path.join(os.path.expanduser("~root"), ".pyenv", "shims")
+        if not os.path.isdir(shims):
+            return ""
+        own = os.path.join(self.dir, f"shims.{node.name}")
+        os.makedirs(own, exist_ok=True)
+        return f"mount --bind {own} {shims} && "
 
     def _write_client_files(self) -> None:
         with open(self.nodes_file, "w") as handle:
@@ -339,7 +378,26 @@ def down(name: str) -> List[str]:
     if os.path.isdir(state_dir):
         shutil.rmtree(state_dir, ignore_errors=True)
         removed.append(state_dir)
+    if not list_sandboxes():
+        removed += _restore_host_settings()
     return removed
+
+
+def _restore_host_settings() -> List[str]:
+    """Put back the host settings sandboxes raised (called when none is left)."""
+    try:
+        with open(HOST_SETTINGS) as handle:
+            saved = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    for path, value in saved.items():
+        try:
+            with open(path, "w") as handle:
+                handle.write(value)
+        except OSError:
+            pass
+    os.unlink(HOST_SETTINGS)
+    return [f"{path} = {value}" for path, value in saved.items()]
 
 
 def list_sandboxes() -> List[str]:

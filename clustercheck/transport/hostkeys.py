@@ -38,6 +38,19 @@ class KnownHosts:
         self._lock = threading.Lock()
         for path in self.global_files + self.user_files:
             self._load(path)
+        self._index()
+
+    def _index(self) -> None:
+        """paramiko scans every entry per lookup: with a line per node, a million matches for
+        1,000 nodes. Plain names are indexed; hashed names and patterns are tried every time."""
+        self._by_name: Dict[str, List[int]] = {}
+        self._others: List[int] = []
+        for index, entry in enumerate(self._keys._entries):
+            if any(h.startswith("|1|") or any(c in h for c in "*?!") for h in entry.hostnames):
+                self._others.append(index)
+            else:
+                for host in entry.hostnames:
+                    self._by_name.setdefault(host, []).append(index)
 
     def _load(self, path: str) -> None:
         if os.path.isfile(path):
@@ -48,13 +61,17 @@ class KnownHosts:
 
     def lookup(self, hostkey_name: str) -> Dict[str, paramiko.PKey]:
         with self._lock:
-            found = self._keys.lookup(hostkey_name)
+            subset = paramiko.HostKeys()
+            indices = sorted(set(self._by_name.get(hostkey_name, [])) | set(self._others))
+            subset._entries = [self._keys._entries[i] for i in indices]
+            found = subset.lookup(hostkey_name)
             return dict(found) if found else {}
 
     def add(self, hostkey_name: str, key: paramiko.PKey) -> None:
         """Record a new key in memory and append it to the first user file, under a lock."""
         with self._lock:
             self._keys.add(hostkey_name, key.get_name(), key)
+            self._index()
         if not self.user_files:
             return
         path = self.user_files[0]

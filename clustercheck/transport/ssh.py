@@ -30,6 +30,14 @@ from clustercheck.transport.guard import guarded
 from clustercheck.transport.sshconnect import SSHContext, open_client
 
 
+def wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:
+    """Until the channel has data or closes, at most timeout_s. poll, not select: a run with a
+    thousand connections has channel descriptors above select's limit of 1,024."""
+    poller = select.poll()
+    poller.register(chan.fileno(), select.POLLIN)
+    poller.poll(timeout_s * 1000)
+
+
 class ChannelPipe(Pipe):
     """The session's loop behind an exec channel (the login shell runs once, then execs the loop)."""
 
@@ -54,7 +62,7 @@ class ChannelPipe(Pipe):
                 return self.chan.recv(65536)
             if self.chan.closed or self.chan.eof_received:
                 return b""
-            select.select([self.chan], [], [], 1.0)
+            wait_readable(self.chan, 1.0)
 
     def errors(self) -> str:
         return self.err.text()
@@ -266,7 +274,7 @@ class SSHRunning(Running):
             remaining = deadline - time.monotonic()
             if self.chan.closed or self.chan.eof_received or remaining <= 0:
                 return None
-            select.select([self.chan], [], [], min(remaining, 0.5))
+            wait_readable(self.chan, min(remaining, 0.5))
 
     def wait(self, timeout_s: float) -> Optional[int]:
         if self.chan.status_event.wait(timeout_s):
@@ -308,4 +316,4 @@ def _drain(chan: paramiko.Channel, out: bytearray, err: bytearray, deadline: flo
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        select.select([chan], [], [], min(remaining, 0.5))
+        wait_readable(chan, min(remaining, 0.5))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import paramiko
 
@@ -63,11 +63,42 @@ class SSHSettings:
                 return paramiko.SSHConfig()
             path = default
         try:
-            return paramiko.SSHConfig.from_path(path)
+            return IndexedSSHConfig.indexed(paramiko.SSHConfig.from_path(path))
         except FileNotFoundError:
             raise InputError("no such ssh config file", path) from None
         except (paramiko.ConfigParseError, ValueError) as exc:
             raise InputError(f"cannot parse ssh config ({exc})", path) from None
+
+
+class IndexedSSHConfig(paramiko.SSHConfig):
+    """paramiko's lookup tries every Host block in turn (calling getpwuid for each): with one
+    block per node, 1,000 lookups cost a million matches. Blocks that name hosts literally are
+    indexed by name; the others (wildcards, negations, Match) take part in every lookup; the
+    file's order, which decides which value wins, is kept."""
+
+    @classmethod
+    def indexed(cls, config: paramiko.SSHConfig) -> "IndexedSSHConfig":
+        self = cls()
+        self._config = config._config
+        self._literal: Dict[str, List[int]] = {}
+        self._always: List[int] = []
+        for index, context in enumerate(self._config):
+            hosts = context.get("host") or []
+            if hosts and "matches" not in context and not any(c in h for h in hosts for c in "*?!"):
+                for host in hosts:
+                    self._literal.setdefault(host, []).append(index)
+            else:
+                self._always.append(index)
+        # A canonicalised name may match other literal blocks: no shortcut then.
+        self._plain = not any("canonicalizehostname" in c.get("config", {}) for c in self._config)
+        return self
+
+    def lookup(self, hostname: str):
+        if not self._plain:
+            return super().lookup(hostname)
+        subset = paramiko.SSHConfig()
+        subset._config = [self._config[i] for i in sorted(set(self._literal.get(hostname, [])) | set(self._always))]
+        return subset.lookup(hostname)
 
 
 def _split_hop(hop: str) -> Tuple[Optional[str], str, Optional[int]]:

@@ -1,0 +1,178 @@
+"""clustercheck at 1,000 nodes: fan-out, env and net on the largest sandbox this host holds.
+
+    sudo python benchmarks/scale.py                 # 1,000 nodes (about 25 minutes on 2 cores)
+    sudo python benchmarks/scale.py --nodes 256     # quicker
+
+Everything in one run, against references measured in the same run (the host is shared):
+- what a node costs: host memory before and after `sandbox up` (one host key for all nodes);
+- a command on an open connection: the session loop, one exec per command (--exec-per-command),
+  and a bare paramiko exec (the node's sshd and login shell alone), medians of 50;
+- `run -- true` on every node: wall and client CPU against OpenSSH (`xargs -P 64 ssh`), after
+  one untimed OpenSSH pass that lets every node's first login do its one-off work;
+- `env` on 64 nodes against `run -- true` on the same 64;
+- `env` and `net` on every node: verdict, wall, output lines, and net's plan and attempts;
+- `net` with one node dropping its ephemeral range: which nodes the findings name;
+- after each command: the processes other than sshd left on any node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from clustercheck.fanout import Cluster, FanoutOptions  # noqa: E402
+from clustercheck.inventory import read_inventory  # noqa: E402
+from clustercheck.sandbox import Sandbox, down, faults  # noqa: E402
+from clustercheck.transport.sshconfig import SSHSettings  # noqa: E402
+
+PYTHON = sys.executable
+
+
+def mem_available_mib() -> float:
+    with open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def timed(argv, stdin=None):
+    """(wall s, client CPU s of the process tree, exit code, stdout)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status), \
+        out.decode(errors="replace")
+
+
+def leftovers(box: Sandbox) -> int:
+    """Processes other than sshd (listener and closing sessions) in any node."""
+    count = 0
+    for node in box.nodes:
+        pids = subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv0 = handle.read().split(b"\0")[0]
+            except OSError:
+                continue
+            if not argv0.startswith(b"sshd") and b"/sshd" not in argv0:
+                count += 1
+    return count
+
+
+def tool(box: Sandbox, nodes_file: str, *args: str):
+    return timed([PYTHON, "-m", "clustercheck", *args[:1], nodes_file, "-F", box.ssh_config, *args[1:]])
+
+
+def latencies(box: Sandbox, session: bool):
+    nodes = read_inventory(box.nodes_file)[:1]
+    with Cluster(nodes, FanoutOptions(session=session, ssh=SSHSettings(config_path=box.ssh_config))) as cluster:
+        cluster.connect()
+        transport = cluster.transports[nodes[0].name]
+        transport.run("true", 30)
+        wall, cpu, raw = [], [], []
+        for _ in range(50):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            assert transport.run("true", 30).ok
+            wall.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - start_cpu) * 1000)
+            if not session:
+                start = time.perf_counter()
+                chan = transport._client.get_transport().open_session()
+                chan.exec_command("true")
+                chan.recv_exit_status()
+                chan.close()
+                raw.append((time.perf_counter() - start) * 1000)
+    return statistics.median(wall), statistics.median(cpu), (statistics.median(raw) if raw else None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--name", default="bscale")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+
+    before = mem_available_mib()
+    start = time.perf_counter()
+    box = Sandbox.up(args.nodes, args.name, shared_hostkey=True)
+    built_s = time.perf_counter() - start
+    time.sleep(2)
+    per_node_mib = (before - mem_available_mib()) / args.nodes
+    work = tempfile.mkdtemp(prefix="clustercheck-scale.")
+    names = [n.name for n in box.nodes]
+    first64 = os.path.join(work, "nodes64.txt")
+    with open(first64, "w") as handle:
+        handle.write("\n".join(names[:64]) + "\n")
+    plain = os.path.join(work, "names.txt")
+    with open(plain, "w") as handle:
+        handle.write("\n".join(names) + "\n")
+    lines = []
+    say = lines.append
+    try:
+        with open(plain) as stdin:   # every node's first login (pyenv's first rehash), untimed
+            timed(["xargs", "-P", "64", "-I{}", "ssh", "-F", box.ssh_config, "{}", "true"], stdin=stdin)
+        session = latencies(box, True)
+        exec_ = latencies(box, False)
+        say(f"sandbox: {args.nodes} nodes built in {built_s:.0f} s; {per_node_mib:.2f} MiB of host memory per node")
+        say(f"command on an open connection (median of 50): session {session[0]:.1f} ms "
+            f"(clustercheck's own CPU {session[1]:.1f} ms) -> {'met' if session[0] <= 10 else 'MISSED'} "
+            f"(target <= 10 ms); one exec per command {exec_[0]:.1f} ms; bare paramiko exec {exec_[2]:.1f} ms "
+            f"(the node's sshd and login shell)")
+
+        run_wall, run_cpu, code, _ = tool(box, box.nodes_file, "run", "--", "true")
+        left_run = leftovers(box)
+        with open(plain) as stdin:
+            ossh_wall, ossh_cpu, _, _ = timed(["xargs", "-P", "64", "-I{}", "ssh", "-F", box.ssh_config, "{}",
+                                               "true"], stdin=stdin)
+        say(f"run -- true on {args.nodes} nodes: {run_wall:.1f} s vs OpenSSH xargs -P 64 {ossh_wall:.1f} s "
+            f"({run_wall / ossh_wall:.2f}x, target <= 1.0x: {'met' if run_wall <= ossh_wall else 'MISSED'}); "
+            f"client CPU {run_cpu * 1000 / args.nodes:.1f} vs {ossh_cpu * 1000 / args.nodes:.1f} ms per node "
+            f"({run_cpu / ossh_cpu:.2f}x); exit {code}; processes left on nodes: {left_run}")
+
+        run64, _, _, _ = tool(box, first64, "run", "--", "true")
+        env64, _, code64, _ = tool(box, first64, "env", "--python", PYTHON)
+        say(f"env on 64 nodes: {env64:.1f} s vs run -- true on the same 64 {run64:.1f} s = {env64 / run64:.2f}x "
+            f"(target <= 1.5x: {'met' if env64 <= 1.5 * run64 else 'MISSED'}); exit {code64}")
+
+        env_wall, _, env_code, env_out = tool(box, box.nodes_file, "env", "--python", PYTHON)
+        left_env = leftovers(box)
+        say(f"env on {args.nodes} nodes: exit {env_code} ({env_out.strip().splitlines()[-1]}), {env_wall:.1f} s, "
+            f"{len(env_out.splitlines())} lines of output; processes left on nodes: {left_env}")
+
+        net_wall, _, net_code, net_out = tool(box, box.nodes_file, "net", "--python", PYTHON, "--json")
+        left_net = leftovers(box)
+        doc = json.loads(net_out)
+        _, _, _, net_text = tool(box, box.nodes_file, "net", "--python", PYTHON)
+        say(f"net on {args.nodes} nodes: {doc['verdict']} (exit {net_code}), {net_wall:.1f} s; plan "
+            f"{doc['plan']['mode']}, {doc['plan']['attempts']} attempts ({doc['plan']['retried']} retried, "
+            f"{doc['plan']['recovered']} open on retry); {len(net_text.splitlines())} lines of output; "
+            f"processes left on nodes: {left_net}")
+
+        culprit = names[len(names) * 2 // 5]
+        faults.drop_port(box, culprit, "32768:60999")
+        drop_wall, _, drop_code, drop_out = tool(box, box.nodes_file, "net", "--python", PYTHON, "--json")
+        bad = [f for f in json.loads(drop_out)["findings"] if f["status"] != "OK"]
+        named = sorted({n for f in bad for n in f["nodes"]})
+        say(f"net with {culprit} dropping its ephemeral range: exit {drop_code}, {len(bad)} finding(s) "
+            f"({', '.join(f['check'] for f in bad)}) naming {named} -> "
+            f"{'exactly that node' if named == [culprit] and len(bad) == 1 else 'NOT just that node'}; "
+            f"{drop_wall:.1f} s")
+    finally:
+        if not args.keep:
+            down(args.name)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
