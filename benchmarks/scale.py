@@ -10,8 +10,10 @@ Everything in one run, against references measured in the same run (the host is 
 - `run -- true` on every node: wall and client CPU against OpenSSH (`xargs -P 64 ssh`), after
   one untimed OpenSSH pass that lets every node's first login do its one-off work;
 - `env` on 64 nodes against `run -- true` on the same 64;
-- `env` and `net` on every node: verdict, wall, output lines, and net's plan and attempts;
-- `net` with one node dropping its ephemeral range: which nodes the findings name;
+- `env` and `net` (as `preflight --only net`, for its report) on every node: verdict, wall,
+  screen lines, report sizes, and net's plan and attempts;
+- `net` with one node dropping its ephemeral range: which nodes the findings name, and `diff`
+  between the two reports;
 - after each command: the processes other than sshd left on any node.
 """
 
@@ -68,6 +70,23 @@ def leftovers(box: Sandbox) -> int:
             if not argv0.startswith(b"sshd") and b"/sshd" not in argv0:
                 count += 1
     return count
+
+
+def report_files(directory: str, name: str):
+    found = {}
+    for entry in os.listdir(directory):
+        if entry.endswith(f"-{name}.json"):
+            found["json"] = os.path.join(directory, entry)
+        elif entry.endswith(f"-{name}.md"):
+            found["markdown"] = os.path.join(directory, entry)
+    return found
+
+
+def sizes(files) -> str:
+    with open(files["markdown"]) as handle:
+        md_lines = sum(1 for _ in handle)
+    return (f"{os.path.getsize(files['markdown']) / 1024:.0f} KiB Markdown ({md_lines} lines), "
+            f"{os.path.getsize(files['json']) / 1048576:.1f} MiB JSON")
 
 
 def tool(box: Sandbox, nodes_file: str, *args: str):
@@ -145,29 +164,42 @@ def main() -> None:
         say(f"env on 64 nodes: {env64:.1f} s vs run -- true on the same 64 {run64:.1f} s = {env64 / run64:.2f}x "
             f"(target <= 1.5x: {'met' if env64 <= 1.5 * run64 else 'MISSED'}); exit {code64}")
 
-        env_wall, _, env_code, env_out = tool(box, box.nodes_file, "env", "--python", PYTHON)
+        env_wall, _, env_code, env_out = tool(box, box.nodes_file, "env", "--python", PYTHON, "--report",
+                                              "--reports-dir", os.path.join(work, "env"))
         left_env = leftovers(box)
-        say(f"env on {args.nodes} nodes: exit {env_code} ({env_out.strip().splitlines()[-1]}), {env_wall:.1f} s, "
-            f"{len(env_out.splitlines())} lines of output; processes left on nodes: {left_env}")
+        markdown = [os.path.join(work, "env", f) for f in os.listdir(os.path.join(work, "env")) if f.endswith(".md")]
+        size = f"{os.path.getsize(markdown[0]) / 1024:.0f} KiB Markdown" if markdown else "no report"
+        say(f"env on {args.nodes} nodes: exit {env_code} ({env_out.strip().splitlines()[-2]}), {env_wall:.1f} s, "
+            f"{len(env_out.splitlines())} lines on the screen; report {size}; processes left on nodes: {left_env}")
 
-        net_wall, _, net_code, net_out = tool(box, box.nodes_file, "net", "--python", PYTHON, "--json")
+        reports = os.path.join(work, "reports")
+        net_wall, _, net_code, net_text = tool(box, box.nodes_file, "preflight", "--only", "net", "--python", PYTHON,
+                                               "--reports-dir", reports, "--name", "clean")
         left_net = leftovers(box)
-        doc = json.loads(net_out)
-        _, _, _, net_text = tool(box, box.nodes_file, "net", "--python", PYTHON)
-        say(f"net on {args.nodes} nodes: {doc['verdict']} (exit {net_code}), {net_wall:.1f} s; plan "
-            f"{doc['plan']['mode']}, {doc['plan']['attempts']} attempts ({doc['plan']['retried']} retried, "
-            f"{doc['plan']['recovered']} open on retry); {len(net_text.splitlines())} lines of output; "
-            f"processes left on nodes: {left_net}")
+        clean = report_files(reports, "clean")
+        with open(clean["json"]) as handle:
+            doc = json.load(handle)
+        plan = doc["net"]["plan"]
+        say(f"net (preflight --only net) on {args.nodes} nodes: {doc['verdict']} (exit {net_code}), "
+            f"{net_wall:.1f} s; plan {plan['mode']}, {plan['attempts']} attempts ({plan['retried']} retried, "
+            f"{plan['recovered']} open on retry); {len(net_text.splitlines())} lines on the screen; report "
+            f"{sizes(clean)}; processes left on nodes: {left_net}")
 
         culprit = names[len(names) * 2 // 5]
         faults.drop_port(box, culprit, "32768:60999")
-        drop_wall, _, drop_code, drop_out = tool(box, box.nodes_file, "net", "--python", PYTHON, "--json")
-        bad = [f for f in json.loads(drop_out)["findings"] if f["status"] != "OK"]
+        drop_wall, _, drop_code, _ = tool(box, box.nodes_file, "preflight", "--only", "net", "--python", PYTHON,
+                                          "--reports-dir", reports, "--name", "drop")
+        drop = report_files(reports, "drop")
+        with open(drop["json"]) as handle:
+            bad = [f for f in json.load(handle)["findings"] if f["status"] != "OK"]
         named = sorted({n for f in bad for n in f["nodes"]})
         say(f"net with {culprit} dropping its ephemeral range: exit {drop_code}, {len(bad)} finding(s) "
             f"({', '.join(f['check'] for f in bad)}) naming {named} -> "
-            f"{'exactly that node' if named == [culprit] and len(bad) == 1 else 'NOT just that node'}; "
+            f"{'exactly that node, one finding' if named == [culprit] and len(bad) == 1 else 'NOT just that node'}; "
             f"{drop_wall:.1f} s")
+        diff_wall, _, diff_code, diff_text = timed([PYTHON, "-m", "clustercheck", "diff", clean["json"], drop["json"]])
+        say(f"diff of the two {args.nodes}-node reports: exit {diff_code}, {diff_wall:.2f} s, "
+            f"{len(diff_text.splitlines())} lines: {' / '.join(diff_text.strip().splitlines()[-2:])}")
     finally:
         if not args.keep:
             down(args.name)

@@ -154,3 +154,35 @@ def test_an_exit_status_that_arrives_with_the_close_is_not_read_as_none():
     running = SSHRunning.__new__(SSHRunning)
     running.chan = StatusAfterTheWait()
     assert running.wait(0.05) == 0
+
+
+def test_an_indexed_ssh_config_answers_as_paramiko_does(tmp_path):
+    from clustercheck.transport.sshconfig import IndexedSSHConfig
+    text = "".join(f"Host n{i}\n  HostName 10.0.{i // 250}.{i % 250}\n" for i in range(1000))
+    text += ("Host n7 n8\n  Port 2222\n  User early\nHost n*\n  User root\n  IdentityFile ~/.ssh/a\n"
+             "Host !n9 n*\n  IdentityFile ~/.ssh/b\nMatch host n5\n  Port 2200\nHost *\n  Port 22\n")
+    plain = config(text, tmp_path)
+    indexed = IndexedSSHConfig.indexed(plain)
+    for name in ["n0", "n5", "n7", "n8", "n9", "n999", "other"]:
+        assert indexed.lookup(name) == plain.lookup(name), name
+
+
+def test_indexed_known_hosts_find_plain_hashed_and_pattern_entries(tmp_path):
+    from paramiko.hostkeys import HostKeys
+
+    from clustercheck.transport.hostkeys import KnownHosts
+    key = paramiko.Ed25519Key(data=bytes.fromhex(
+        "0000000b7373682d6564323535313900000020" + "11" * 32))
+    line = f"{key.get_name()} {key.get_base64()}"
+    hashed = HostKeys.hash_host("hashed-node")
+    path = tmp_path / "known_hosts"
+    path.write_text("".join(f"10.0.0.{i} {line}\n" for i in range(200)) + f"{hashed} {line}\n*.pattern {line}\n")
+    known = KnownHosts([str(path)])
+    assert set(known.lookup("10.0.0.42")) == {"ssh-ed25519"}
+    assert set(known.lookup("hashed-node")) == {"ssh-ed25519"}
+    plain = HostKeys(str(path))
+    for name in ["10.0.0.7", "hashed-node", "a.pattern", "nowhere"]:   # as paramiko, patterns included
+        assert set(known.lookup(name)) == set(plain.lookup(name) or {}), name
+    assert known.lookup("10.0.0.250") == {}
+    known.add("10.0.0.250", key)
+    assert set(known.lookup("10.0.0.250")) == {"ssh-ed25519"}

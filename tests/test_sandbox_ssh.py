@@ -173,7 +173,7 @@ def _jump_config(box, tmp_path, via: str) -> str:
 @pytest.mark.parametrize("via", ["ProxyJump {first}", "ProxyCommand ssh -F {config} -W %h:%p {first}"])
 def test_reaches_a_node_only_through_a_bastion(box, tmp_path, via):
     target = box.nodes[1]
-    bridge_addr = box.subnet.replace(".0/24", ".1")
+    bridge_addr = box.host_addr
     # The target refuses SSH from this host directly; only the first node can reach it.
     subprocess.run(["ip", "netns", "exec", target.netns, "iptables", "-w", "-I", "INPUT", "-s", bridge_addr,
                     "-p", "tcp", "--dport", "22", "-j", "DROP"], check=True)

@@ -215,7 +215,8 @@ def collect_net(args):
         if v4:
             entry["ifname"] = route_interface(v4[0], interfaces, routes)
         peers[peer] = entry
-    return {"interfaces": interfaces, "peers": peers}
+    thresh = (read("/proc/sys/net/ipv4/neigh/default/gc_thresh3") or "").strip()
+    return {"interfaces": interfaces, "peers": peers, "arp_table_max": int(thresh) if thresh.isdigit() else None}
 
 
 def collect_env(args):

@@ -26,8 +26,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-STATE_ROOT = "/run/clustercheck-sandbox"
-HOST_SETTINGS = os.path.join(STATE_ROOT, "host-settings.json")   # the host's values sandboxes changed
+from clustercheck.sandbox.hostsettings import STATE_ROOT, raise_neighbour_table, restore_host_settings
+
 SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 MAX_NODES = 1000   # a Linux bridge takes 1,024 ports
@@ -83,6 +83,11 @@ class Sandbox:
     @property
     def bridge(self) -> str:
         return f"{self.name}-br"
+
+    @property
+    def host_addr(self) -> str:
+        """The host's address on the sandbox's bridge (the first of the subnet)."""
+        return str(next(ipaddress.ip_network(self.subnet).hosts()))
 
     @property
     def nodes_file(self) -> str:
@@ -152,7 +157,7 @@ class Sandbox:
     def _build(self, num_nodes: int) -> None:
         os.makedirs(self.dir, mode=0o700)   # makes STATE_ROOT too
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-        self._raise_neighbour_table(num_nodes)
+        raise_neighbour_table(num_nodes)
         net = ipaddress.ip_network(self.subnet)
         hosts = list(net.hosts())
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"clustercheck-sandbox-{self.name}",
@@ -180,29 +185,6 @@ class Sandbox:
         self._start_sshds(self.nodes)
         self._write_client_files()
         self.save()
-
-    def _raise_neighbour_table(self, num_nodes: int) -> None:
-        """The kernel keeps one ARP table for all namespaces, 1,024 entries at most by default; a mesh
-        between a few hundred nodes needs an entry per pair talking ("neighbour table overflow", and
-        connections that time out). Raised for the sandbox; the host's own values are kept in
-        HOST_SETTINGS and put back when the last sandbox goes down."""
-        wanted = {"gc_thresh1": 4 * num_nodes, "gc_thresh2": 32 * num_nodes, "gc_thresh3": 64 * num_nodes}
-        try:
-            with open(HOST_SETTINGS) as handle:
-                saved = json.load(handle)
-        except (OSError, ValueError):
-            saved = {}
-        for key, value in wanted.items():
-            path = f"/proc/sys/net/ipv4/neigh/default/{key}"
-            with open(path) as handle:
-                current = handle.read().strip()
-            if int(current) < value:
-                saved.setdefault(path, current)
-                with open(path, "w") as handle:
-                    handle.write(str(value))
-        if saved:
-            with open(HOST_SETTINGS, "w") as handle:
-                json.dump(saved, handle)
 
     def _write_hosts(self, node: SandboxNode, own_addr: Optional[str] = None) -> None:
         lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
@@ -379,25 +361,8 @@ def down(name: str) -> List[str]:
         shutil.rmtree(state_dir, ignore_errors=True)
         removed.append(state_dir)
     if not list_sandboxes():
-        removed += _restore_host_settings()
+        removed += restore_host_settings()
     return removed
-
-
-def _restore_host_settings() -> List[str]:
-    """Put back the host settings sandboxes raised (called when none is left)."""
-    try:
-        with open(HOST_SETTINGS) as handle:
-            saved = json.load(handle)
-    except (OSError, ValueError):
-        return []
-    for path, value in saved.items():
-        try:
-            with open(path, "w") as handle:
-                handle.write(value)
-        except OSError:
-            pass
-    os.unlink(HOST_SETTINGS)
-    return [f"{path} = {value}" for path, value in saved.items()]
 
 
 def list_sandboxes() -> List[str]:
