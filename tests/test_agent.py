@@ -173,3 +173,17 @@ def test_session_reports_why_it_did_not_start():
 
     with pytest.raises(AgentUnavailable):
         Session("here", lambda argv: ProcessPipe(["/bin/sh", "-c", "echo cannot start >&2; exit 97"]), 5.0)
+
+
+def test_a_node_without_head_c_keeps_one_process_per_command(monkeypatch, tmp_path):
+    """Without head -c a payload would be read as requests: the loop must refuse to start."""
+    import shutil
+    for tool in ("mktemp", "mkdir", "mkfifo", "setsid", "cat", "rm", "chmod", "sleep", "wc", "tr"):
+        os.symlink(shutil.which(tool), tmp_path / tool)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    node = LocalTransport("here")
+    try:
+        assert node.run("echo fallback", 10).stdout == "fallback\n"
+        assert node.session is None and "head -c missing" in node.session_problem
+    finally:
+        node.close()

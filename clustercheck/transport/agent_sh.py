@@ -28,6 +28,10 @@ AGENT = r'''
 B=$1
 umask 077
 trap '' PIPE
+# What the loop relies on; without it the tool falls back to one exec per command. head -c
+# matters most: a payload it did not consume would be read as requests.
+{ command -v setsid && command -v mkfifo && head -c 0 </dev/null; } >/dev/null 2>&1 || {
+  echo "clustercheck: setsid, mkfifo or head -c missing" >&2; exit 97; }
 D=$(mktemp -d "${2:-${TMPDIR:-/tmp}}/clustercheck.XXXXXXXX") || exit 97
 A="$D/.agent"
 if ! { mkdir "$A" && mkfifo "$A/q" && printf '\n@B%s\n' "$B" >"$A/b"; }; then rm -rf "$D"; exit 97; fi
