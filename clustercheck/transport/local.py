@@ -12,15 +12,13 @@ import threading
 import time
 from typing import Optional, Set
 
-from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
+from clustercheck.transport.agent import Pipe, Session, SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
     Outcome,
     Running,
     StreamTail,
-    Transport,
-    TransportError,
     capped,
     decode,
 )
@@ -67,40 +65,19 @@ class ProcessPipe(Pipe):
         self._errors.close()
 
 
-class LocalTransport(Transport):
+class LocalTransport(SessionTransport):
     def __init__(self, name: str = "localhost", session: bool = True):
         self.name = name
         self._tmpdir: Optional[str] = None
         self._running: Set[subprocess.Popen] = set()
         self._lock = threading.Lock()
-        self.use_session = session
-        self.session: Optional[Session] = None
-        self.session_problem = ""
+        self._init_session(session)
 
     def connect(self) -> None:
         return None
 
-    def _session(self) -> Optional[Session]:
-        """The loop that runs this node's commands, started on first use; None: one process per command."""
-        if not self.use_session or self.session_problem:
-            return None
-        with self._lock:
-            if self.session is None or self.session.dead:
-                try:
-                    self.session = Session(self.name, ProcessPipe, 30.0)
-                except AgentUnavailable as exc:
-                    self.session_problem = str(exc)
-                    return None
-        return self.session
-
-    def run(self, command: str, timeout_s: float) -> NodeResult:
-        session = self._session()
-        if session is not None:
-            try:
-                return session.run(command, timeout_s)
-            except SessionLost as exc:
-                raise TransportError(Outcome.TOOL_ERROR, f"{self.name}: {exc}") from None
-        return self._exec(command, timeout_s)
+    def _new_session(self) -> Session:
+        return Session(self.name, ProcessPipe, 30.0)
 
     def _exec(self, command: str, timeout_s: float) -> NodeResult:
         start = time.monotonic()
@@ -159,13 +136,7 @@ class LocalTransport(Transport):
             handle.write(data)
         return path
 
-    def start(self, command: str) -> Running:
-        session = self._session()
-        if session is not None:
-            try:
-                return session.start(command)
-            except SessionLost as exc:
-                raise TransportError(Outcome.TOOL_ERROR, f"{self.name}: {exc}") from None
+    def _exec_start(self, command: str) -> "LocalRunning":
         proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         with self._lock:
@@ -178,8 +149,8 @@ class LocalTransport(Transport):
         for proc in running:
             stop(proc)
         if self.session is not None:
-            self.session.close()
-            self.session, self._tmpdir = None, None
+            self._close_session()
+            self._tmpdir = None
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -14,14 +14,13 @@ from typing import Optional
 
 import paramiko
 
-from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
+from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost, SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
     Outcome,
     Running,
     StreamTail,
-    Transport,
     TransportError,
     capped,
     decode,
@@ -71,7 +70,7 @@ class ChannelPipe(Pipe):
         self.transport._release(self.chan)
 
 
-class SSHTransport(Transport):
+class SSHTransport(SessionTransport):
     def __init__(self, ctx: SSHContext, name: str, user: Optional[str] = None, port: Optional[int] = None,
                  session: bool = True):
         self.name = name
@@ -81,10 +80,7 @@ class SSHTransport(Transport):
         self._tmpdir: Optional[str] = None
         self._channels = set()
         self._lock = threading.Lock()
-        self._session_lock = threading.Lock()
-        self.use_session = session
-        self.session: Optional[Session] = None
-        self.session_problem = ""
+        self._init_session(session)
 
     def connect(self) -> None:
         if self._client is None:
@@ -105,22 +101,14 @@ class SSHTransport(Transport):
         with self._lock:
             self._channels.discard(chan)
 
-    def _session(self) -> Optional[Session]:
-        """The loop that runs this node's commands, started by the first; None: one exec per command."""
-        if not self.use_session or self.session_problem:
-            return None
-        with self._session_lock:
-            if self.session is None or self.session.dead:
-                self.connect()
-                try:
-                    self.session = Session(self.name, lambda argv: ChannelPipe(self, argv),
-                                           max(30.0, self.target.connect_timeout_s))
-                except AgentUnavailable as exc:
-                    if self._connection_lost():
-                        raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost") from None
-                    self.session_problem = str(exc)
-                    return None
-        return self.session
+    def _new_session(self) -> Session:
+        self.connect()
+        try:
+            return Session(self.name, lambda argv: ChannelPipe(self, argv), max(30.0, self.target.connect_timeout_s))
+        except AgentUnavailable:
+            if self._connection_lost():
+                raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: connection lost") from None
+            raise
 
     def _lost(self, exc: SessionLost, doing: str) -> TransportError:
         if self._connection_lost():
@@ -128,15 +116,6 @@ class SSHTransport(Transport):
                                   f"(node down or sshd killed)")
         return TransportError(Outcome.TOOL_ERROR, f"{self.target.hostname}: the session on the node ended "
                               f"while {doing} ({exc})")
-
-    def run(self, command: str, timeout_s: float) -> NodeResult:
-        session = self._session()
-        if session is not None:
-            try:
-                return session.run(command, timeout_s)
-            except SessionLost as exc:
-                raise self._lost(exc, "the command ran") from None
-        return self._exec(command, timeout_s)
 
     def _exec(self, command: str, timeout_s: float) -> NodeResult:
         start = time.monotonic()
@@ -219,13 +198,7 @@ class SSHTransport(Transport):
             self._release(chan)
         return path
 
-    def start(self, command: str) -> Running:
-        session = self._session()
-        if session is not None:
-            try:
-                return session.start(command)
-            except SessionLost as exc:
-                raise self._lost(exc, "starting a command") from None
+    def _exec_start(self, command: str) -> "SSHRunning":
         chan = self._open_channel(self.target.connect_timeout_s)
         try:
             chan.exec_command(guarded(command))
@@ -235,9 +208,7 @@ class SSHTransport(Transport):
         return SSHRunning(self, chan)
 
     def close(self) -> None:
-        if self.session is not None:  # the loop kills what runs and removes its directory
-            self.session.close()
-            self.session = None
+        self._close_session()
         with self._lock:
             channels = list(self._channels)
         for chan in channels:  # running commands: their guards kill them
