@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Optional, Set
 
-from clustercheck.transport.agent import Pipe, Session, SessionTransport
+from clustercheck.transport.agent import Pipe, Session
+from clustercheck.transport.session import SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,

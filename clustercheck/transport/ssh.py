@@ -14,7 +14,8 @@ from typing import Optional
 
 import paramiko
 
-from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost, SessionTransport
+from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
+from clustercheck.transport.session import SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
