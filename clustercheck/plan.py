@@ -1,31 +1,30 @@
-"""`clustercheck plan`: the per-GPU memory each training mode needs for a model size.
+"""`clustercheck plan`: the GPU memory each training mode needs, and which fit the cluster's GPUs.
 
-Model states only (weights, gradients, optimizer states; activations come on top):
-- DDP with mixed-precision Adam keeps 16 bytes per parameter on every GPU (2 fp16
-  weights + 2 fp16 grads + 12 fp32 weights and Adam moments), and ZeRO-1 shards the 12:
-  4 + 12/N bytes (Rajbhandari et al., "ZeRO", SC20, section 3).
-- ZeRO-2, ZeRO-3 and their CPU-offload variants use DeepSpeed's own estimators
-  (estimate_zero2_model_states_mem_needs, estimate_zero3_model_states_mem_needs), with
-  their 1.5x buffer factor for CPU memory.
+The figures come from one accounting (clustercheck/memory.py): model states per mode from
+the same five components, activations from the model's shape and the workload. The model's
+shape comes from `--model DIR` (its config.json) or, with only `--params`, a Llama shape of
+that size, labelled as assumed.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
 import click
+from tabulate import tabulate
 
 from clustercheck.errors import InputError
+from clustercheck.memory import SHARDING_ORDER, ModeNeed, Shape, Workload, assumed_shape, gib, needs, read_config
 from clustercheck.node.facts import get, gpus
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
 from clustercheck.render import findings_lines
 from clustercheck.result import Finding, Status, worst
 
-HEADROOM = 0.8   # a mode "fits" when its model states take at most this share of GPU memory
+HEADROOM = 0.9   # a mode fits when states + activations take at most this share of a GPU (CUDA context,
+                 # NCCL buffers and the allocator's fragmentation need the rest)
 UNITS = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -38,7 +37,15 @@ def parse_count(text: str, what: str) -> int:
 
 @dataclass
 class PlanOptions:
-    params: str = opt("--params", required=True, help="Model parameters: 7B, 125M, 1.3e9.")
+    params: Optional[str] = opt("--params", help="Model parameters: 7B, 125M, 1.3e9 (a Llama shape is assumed).")
+    model: Optional[str] = opt("--model", type=click.Path(), help="A Hugging Face model directory (or its config.json).")
+    seq_len: int = opt("--seq-len", default=2048, type=click.IntRange(1), help="Tokens per sequence.", show_default=True)
+    micro_batch: int = opt("--micro-batch", default=1, type=click.IntRange(1), help="Sequences per GPU per step.",
+                           show_default=True)
+    checkpointing: bool = opt("--gradient-checkpointing/--no-gradient-checkpointing", default=True,
+                              help="Activations recomputed per layer (LLaMA-Factory's default).", show_default=True)
+    lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1), help="LoRA / QLoRA rank.",
+                         show_default=True)
     gpus_per_node: Optional[int] = opt("--gpus-per-node", type=click.IntRange(1), help="Instead of asking the nodes.")
     num_nodes: Optional[int] = opt("--num-nodes", type=click.IntRange(1), help="Instead of counting the nodes file.")
     gpu_mem_gib: Optional[float] = opt("--gpu-mem", type=click.FloatRange(0.1),
@@ -50,7 +57,12 @@ class PlanOptions:
 
     def validate(self) -> None:
         """Bad counts are bad input, found before any node is contacted."""
-        parse_count(self.params, "--params")
+        if not self.params and not self.model:
+            raise InputError("give --params (7B, 125M) or --model DIR", "command line")
+        if self.params:
+            parse_count(self.params, "--params")
+        if self.model:
+            read_config(self.model)
         if self.largest_layer:
             parse_count(self.largest_layer, "--largest-layer")
 
@@ -72,48 +84,43 @@ class PlanOptions:
                                                 for p in probed if p.facts) / 2 ** 30)
 
 
+    def shape(self) -> Shape:
+        shape = read_config(self.model) if self.model else assumed_shape(parse_count(self.params, "--params"))
+        if self.model and self.params:   # the config sets the shape; --params the count, when given
+            shape = replace(shape, params=parse_count(self.params, "--params"))
+        return shape
+
+    def workload(self) -> Workload:
+        return Workload(seq_len=self.seq_len, micro_batch=self.micro_batch, checkpointing=self.checkpointing,
+                        lora_rank=self.lora_rank)
+
+
 def plan_text(options: PlanOptions) -> "tuple[str, int]":
     """The plan as the command prints it, and its exit code (2 when no mode fits)."""
-    total = parse_count(options.params, "--params")
-    layer = parse_count(options.largest_layer, "--largest-layer") if options.largest_layer else max(1, total // 50)
+    shape = options.shape()
+    if options.largest_layer:
+        shape = replace(shape, largest_layer_override=parse_count(options.largest_layer, "--largest-layer"))
+    work = options.workload()
     num_nodes = options.num_nodes or 1
-    rows = needs(total, options.gpus_per_node, num_nodes, layer)
+    rows = needs(shape, options.gpus_per_node, num_nodes, work)
     cpu = options.cpu_mem_gib * 2 ** 30 if options.cpu_mem_gib else None
     findings = judge_plan(rows, options.gpu_mem_gib * 2 ** 30, cpu)
-    header = (f"clustercheck plan: {total / 1e9:g}B parameters on {num_nodes} node(s) x {options.gpus_per_node} "
-              f"GPU(s) of {options.gpu_mem_gib:g} GiB; a mode fits if its model states take at most {HEADROOM:.0%} "
-              f"of a GPU (activations need the rest)\n")
+    header = [f"clustercheck plan: {shape.params / 1e9:.3g}B parameters on {num_nodes} node(s) x "
+              f"{options.gpus_per_node} GPU(s) of {options.gpu_mem_gib:g} GiB",
+              f"  model: {shape.source}",
+              f"  workload: sequences of {work.seq_len} tokens, micro-batch {work.micro_batch} per GPU, gradient "
+              f"checkpointing {'on' if work.checkpointing else 'off'}, LoRA rank {work.lora_rank}",
+              f"  a mode fits when its states + activations take at most {HEADROOM:.0%} of a GPU (and its host "
+              f"memory fits a node); accounting: clustercheck/memory.py", "", plan_table(rows), ""]
     code = Status.FAIL.exit_code if worst(findings) is Status.FAIL else Status.OK.exit_code  # a WARN row is advice
-    return "\n".join([header, *findings_lines(findings, verbose=True)]), code
+    return "\n".join([*header, *findings_lines(findings, verbose=True)]), code
 
 
-@dataclass
-class ModeNeed:
-    mode: str
-    gpu_bytes: float           # per GPU
-    cpu_bytes: float           # per node
-    source: str
-
-
-def needs(params: int, gpus_per_node: int, nodes: int, largest_layer: int) -> List[ModeNeed]:
-    total_gpus = gpus_per_node * nodes
-    rows = [ModeNeed("ddp", 16 * params, 0, "ZeRO paper: 16 bytes/param"),
-            ModeNeed("zero1", 4 * params + 12 * params / total_gpus, 0, "ZeRO paper: 4 + 12/N bytes/param")]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-            from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
-    except ImportError:
-        return rows
-    for offload, name in ((False, "zero2"), (True, "zero2-offload")):
-        cpu, gpu = estimate_zero2_model_states_mem_needs(params, gpus_per_node, nodes, cpu_offload=offload)
-        rows.append(ModeNeed(name, gpu, cpu, "DeepSpeed estimator"))
-    for offload, name in ((False, "zero3"), (True, "zero3-offload")):
-        cpu, gpu, _ = estimate_zero3_model_states_mem_needs(params, largest_layer, gpus_per_node, nodes,
-                                                            cpu_offload=offload, cpu_offload_params=offload)
-        rows.append(ModeNeed(name, gpu, cpu, "DeepSpeed estimator"))
-    return rows
+def plan_table(rows: List[ModeNeed], tablefmt: str = "simple") -> str:
+    table = [[r.mode, gib(r.state_bytes), gib(r.activation_bytes), gib(r.gpu_bytes), gib(r.cpu_bytes), r.how]
+             for r in rows]
+    return tabulate(table, headers=["mode", "states GiB/GPU", "activations", "total", "host GiB/node", "what"],
+                    tablefmt=tablefmt, floatfmt=".1f", disable_numparse=True)
 
 
 def judge_plan(rows: List[ModeNeed], gpu_mem_bytes: float, cpu_mem_bytes: Optional[float]) -> List[Finding]:
@@ -121,16 +128,27 @@ def judge_plan(rows: List[ModeNeed], gpu_mem_bytes: float, cpu_mem_bytes: Option
     for row in rows:
         fits_gpu = row.gpu_bytes <= HEADROOM * gpu_mem_bytes
         fits_cpu = cpu_mem_bytes is None or row.cpu_bytes <= cpu_mem_bytes
-        text = (f"{row.mode}: {row.gpu_bytes / 2 ** 30:.1f} GiB per GPU"
-                + (f", {row.cpu_bytes / 2 ** 30:.1f} GiB CPU per node" if row.cpu_bytes else "")
-                + f" ({row.source})")
-        if fits_gpu and fits_cpu:
-            findings.append(Finding(f"plan.{row.mode}", Status.OK, f"fits: {text}"))
+        text = (f"{row.mode}: {gib(row.gpu_bytes)} GiB per GPU ({gib(row.state_bytes)} states + "
+                f"{gib(row.activation_bytes)} activations)"
+                + (f", {gib(row.cpu_bytes)} GiB host memory per node" if row.cpu_bytes else ""))
+        if fits_gpu and row.cpu_bytes and cpu_mem_bytes is None:
+            findings.append(Finding(f"plan.{row.mode}", Status.UNKNOWN, f"fits the GPU, host memory not checked: {text}",
+                                    [], "give --cpu-mem, or a nodes file so the nodes are asked", []))
+        elif fits_gpu and fits_cpu:
+            headroom = gpu_mem_bytes - row.gpu_bytes
+            findings.append(Finding(f"plan.{row.mode}", Status.OK, f"fits: {text}, {gib(headroom)} GiB to spare"))
         else:
-            why = "GPU memory" if not fits_gpu else "CPU memory"
+            why = "GPU memory" if not fits_gpu else "host memory"
             findings.append(Finding(f"plan.{row.mode}", Status.WARN, f"does not fit ({why}): {text}", [],
-                                    "shard more (ZeRO-3 / FSDP), offload to CPU, or add GPUs", []))
-    if not any(f.status is Status.OK for f in findings):
-        findings.append(Finding("plan", Status.FAIL, "no mode fits this model on these GPUs", [],
-                                "more GPUs or nodes, a smaller model, or parameter-efficient fine-tuning (LoRA)", []))
+                                    "shard more (ZeRO-3 / FSDP), offload to CPU, gradient checkpointing, a shorter "
+                                    "sequence or smaller micro-batch, LoRA, or more GPUs", []))
+    if not any(f.status is Status.OK for f in findings if f.check != "plan.inference"):
+        findings.append(Finding("plan", Status.FAIL, "no training mode fits this model on these GPUs", [],
+                                "more GPUs or nodes, a smaller model, a shorter sequence, or QLoRA", []))
     return findings
+
+
+def sharding_violations(rows: List[ModeNeed]) -> List[str]:
+    """Pairs where a mode that shards less needs less GPU memory than one that shards more (none, by design)."""
+    need = {r.mode: r.gpu_bytes for r in rows}
+    return [f"{a} < {b}" for a, b in SHARDING_ORDER if a in need and b in need and need[a] < need[b]]

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 REFERENCE_MAX_SEQUENCES = 512   # a global batch beyond this is too much for one rank to recompute
+REFERENCE_MAX_PARAMETERS = 50_000_000   # and a model beyond this (--model): the reference runs on rank 0's CPU
 
 
 def node_name() -> str:

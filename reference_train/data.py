@@ -40,14 +40,14 @@ def load_text(path: str) -> str:
         return "\n".join(texts)
 
 
-class ByteWindows(Dataset):
-    """Windows of block_size + 1 bytes (inputs and the next-byte targets), non-overlapping."""
+class TokenWindows(Dataset):
+    """Windows of block_size + 1 token ids (inputs and the next-token targets), non-overlapping."""
 
-    def __init__(self, text: str, block_size: int):
-        self.data = torch.tensor(list(text.encode("utf-8")), dtype=torch.long)
+    def __init__(self, ids: torch.Tensor, block_size: int, unit: str = "tokens"):
+        self.data = ids
         self.block_size = block_size
         if len(self.data) < 2 * (block_size + 1):
-            raise SystemExit(f"the training text is too short: {len(self.data)} bytes for windows of {block_size}")
+            raise SystemExit(f"the training text is too short: {len(self.data)} {unit} for windows of {block_size}")
 
     def __len__(self):
         return (len(self.data) - 1) // self.block_size
@@ -56,3 +56,10 @@ class ByteWindows(Dataset):
         start = index * self.block_size
         chunk = self.data[start:start + self.block_size + 1]
         return chunk[:-1], chunk[1:]
+
+
+class ByteWindows(TokenWindows):
+    """The text as bytes (the built-in GPT's vocabulary of 256)."""
+
+    def __init__(self, text: str, block_size: int):
+        super().__init__(torch.tensor(list(text.encode("utf-8")), dtype=torch.long), block_size, unit="bytes")

@@ -33,6 +33,7 @@ from torch.utils.data import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import (  # noqa: E402
+    REFERENCE_MAX_PARAMETERS,
     REFERENCE_MAX_SEQUENCES,
     RankClock,
     first_nonfinite,
@@ -41,11 +42,13 @@ from checks import (  # noqa: E402
     reference_losses,
     storage,
 )
-from data import ByteWindows, generated_corpus, load_text  # noqa: E402
+from data import ByteWindows, TokenWindows, generated_corpus, load_text  # noqa: E402
+from dsconfig import ConfigError, mode_of, offloads, read, resolve  # noqa: E402
+from hf import LORA_TARGETS  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")
+MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")   # --deepspeed adds zero0 and -offload
 DS_CONFIGS = {"zero1": "ds_config_zero1.json", "zero2": "ds_config_zero2.json", "zero3": "ds_config_zero3.json",
               "zero3-offload": "ds_config_zero3_offload.json"}
 
@@ -72,6 +75,15 @@ def parse_args(argv=None):
     parser.add_argument("--losses-after", type=int, default=-1,
                         help="log the loss of every step after this one (the resume check compares them)")
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--model", help="fine-tune this Hugging Face model directory (offline; needs transformers)")
+    parser.add_argument("--seq-len", type=int, default=128, help="tokens per sequence with --model")
+    parser.add_argument("--deepspeed", metavar="FILE", help="your DeepSpeed config (\"auto\" values resolved as "
+                                                           "Hugging Face does); its ZeRO stage sets the mode")
+    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter on a frozen --model (needs peft)")
+    parser.add_argument("--lora-rank", type=int, default=8)
+    parser.add_argument("--lora-alpha", type=int, default=16)
+    parser.add_argument("--lora-targets", default=",".join(LORA_TARGETS),
+                        help="comma-separated module names (those the model has are used)")
     parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # the deepspeed launcher's
     return parser.parse_args(argv)
 
@@ -119,24 +131,20 @@ def poisoned_step() -> int:
 def wrap(args, model, device, node_local_storage=False):
     """(module to call, optimizer-like object with step/zero_grad, engine or None)."""
     lr = learning_rate(args)
-    if args.mode in DS_CONFIGS:
+    params = [p for p in model.parameters() if p.requires_grad]   # LoRA: the adapter only
+    if args.deepspeed or args.mode in DS_CONFIGS:
         import deepspeed
         deepspeed_note()
-        with open(os.path.join(HERE, DS_CONFIGS[args.mode])) as handle:
-            config = json.load(handle)
-        config.update(train_micro_batch_size_per_gpu=args.micro_batch, gradient_accumulation_steps=args.grad_accum,
-                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"},
-                      gradient_clipping=args.clip,
-                      # a disk per node: every node's local rank 0 writes the model states its ranks read back
-                      checkpoint={"use_node_local_storage": node_local_storage})
-        config["optimizer"]["params"]["lr"] = lr
+        config = deepspeed_config(args, model, device, lr, node_local_storage)
         client_optimizer = None
-        if device.type == "cpu" and args.mode != "zero3-offload":
-            # DeepSpeed's AdamW is a CUDA kernel; on CPUs use torch's (offload has its own CPU Adam)
-            config.pop("optimizer")
+        if "optimizer" not in config or (device.type == "cpu" and not offloads(config)):
+            # DeepSpeed's AdamW is a CUDA kernel; on CPUs use torch's (offload has its own CPU Adam). A config
+            # without an optimizer gets the client's, as the Hugging Face Trainer gives it.
+            config.pop("optimizer", None)
             config["zero_allow_untested_optimizer"] = True
-            client_optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+            config["zero_force_ds_cpu_optimizer"] = False
+            client_optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params,
                                                optimizer=client_optimizer, config=config)
         return engine, engine, engine
     model = model.to(device)
@@ -151,8 +159,37 @@ def wrap(args, model, device, node_local_storage=False):
         fully_shard(model, mesh=mesh, mp_policy=policy)
     else:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     return model, optimizer, None
+
+
+def deepspeed_config(args, model, device, lr, node_local_storage):
+    """The built-in config of the mode, or the user's (--deepspeed) with "auto" resolved and reported."""
+    # a disk per node: every node's local rank 0 writes the model states its ranks read back
+    checkpoint = {"use_node_local_storage": node_local_storage}
+    if not args.deepspeed:
+        with open(os.path.join(HERE, DS_CONFIGS[args.mode])) as handle:
+            config = json.load(handle)
+        config.update(train_micro_batch_size_per_gpu=args.micro_batch, gradient_accumulation_steps=args.grad_accum,
+                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"},
+                      gradient_clipping=args.clip, checkpoint=checkpoint)
+        config["optimizer"]["params"]["lr"] = lr
+        return config
+    cuda = device.type == "cuda"
+    hidden = getattr(getattr(getattr(model, "model", None), "config", None), "hidden_size", None) or 64
+    try:
+        config, resolved = resolve(read(args.deepspeed), world=dist.get_world_size(), micro_batch=args.micro_batch,
+                                   grad_accum=args.grad_accum, clip=args.clip, lr=lr, steps=args.steps,
+                                   hidden=hidden, cuda=cuda, bf16_supported=cuda and torch.cuda.is_bf16_supported())
+    except ConfigError as exc:
+        raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
+    if not cuda and ((config.get("bf16") or {}).get("enabled") is True or (config.get("fp16") or {}).get("enabled") is True):
+        raise SystemExit(f"--deepspeed {args.deepspeed}: bf16/fp16 enabled, but this rank has no GPU (set \"auto\")")
+    config.setdefault("checkpoint", checkpoint)
+    config.setdefault("steps_per_print", 1000000)
+    log({"event": "deepspeed_config", "file": args.deepspeed, "mode": args.mode,
+         "resolved": {key: value for key, value in resolved}})
+    return config
 
 
 def weights_checksum(args, module, engine) -> float:
@@ -274,29 +311,55 @@ def loud(rank_bytes: int) -> None:
     sys.stderr.flush()
 
 
+def make_model(args):
+    """The built-in GPT of --preset, or the user's model directory (LoRA-wrapped with --lora)."""
+    if not args.model:
+        return build(args.preset, activation_checkpointing=args.activation_checkpointing)
+    import hf
+    lora = (args.lora_rank, args.lora_alpha, args.lora_targets.split(",")) if args.lora else None
+    seq_len = min(args.seq_len, hf.max_positions(args.model))
+    return hf.load(args.model, seq_len, args.activation_checkpointing, lora)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.lora and not args.model:
+        raise SystemExit("--lora needs --model (a model directory to adapt)")
+    if args.deepspeed:
+        try:
+            args.mode = mode_of(read(args.deepspeed))
+        except ConfigError as exc:
+            raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
     device, backend = setup_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)   # the same initial weights on every rank
-    model = build(args.preset, activation_checkpointing=args.activation_checkpointing)
+    model = make_model(args)
     text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
-    dataset = ByteWindows(text, model.config.block_size)
+    if args.model:
+        import hf
+        ids, tokens = hf.token_ids(args.model, text, model.config.vocab_size)
+        log({"event": "model", "directory": args.model, "tokens": tokens, **hf.counts(model),
+             "lora": {"rank": args.lora_rank, "alpha": args.lora_alpha} if args.lora else None})
+        dataset = TokenWindows(ids, model.config.block_size)
+    else:
+        dataset = ByteWindows(text, model.config.block_size)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
     parameters = sum(p.numel() for p in model.parameters())   # before ZeRO-3 / FSDP shard them
     where = storage(args.save_dir) if args.save_dir else None
     if where:
         log(where)
     module, optimizer, engine = wrap(args, model, device, node_local_storage=bool(where) and where["kind"] != "shared")
-    log({"event": "start", "mode": args.mode, "backend": backend, "world": world, "preset": args.preset,
+    log({"event": "start", "mode": args.mode, "backend": backend, "world": world,
+         "preset": args.model or args.preset,
          "parameters": parameters, "steps": args.steps, "device": str(device), "resume": bool(args.resume)})
     reference, reference_skipped = None, None
     global_sequences = world * args.grad_accum * args.micro_batch
     if args.reference_steps and global_sequences > REFERENCE_MAX_SEQUENCES:
         reference_skipped = f"a global batch of {global_sequences} sequences is too much for one rank to recompute"
+    elif args.reference_steps and parameters > REFERENCE_MAX_PARAMETERS:
+        reference_skipped = f"{parameters:,} parameters are too many for one rank to recompute on its CPU"
     elif args.reference_steps and rank == 0:   # the others wait for it at the first collective
-        reference = reference_losses(lambda: build(args.preset, activation_checkpointing=args.activation_checkpointing),
-                                     args.seed, global_batch(args, dataset, world),
+        reference = reference_losses(lambda: make_model(args), args.seed, global_batch(args, dataset, world),
                                      min(args.reference_steps, args.steps), args.lr, args.clip)
 
     step = load(args, args.save_dir, module, optimizer, engine) if args.resume and args.save_dir else 0

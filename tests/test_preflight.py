@@ -49,3 +49,14 @@ def test_an_unknown_stage_is_bad_input():
     proc = clustercheck("preflight", "--only", "env,bnech")
     assert proc.returncode == 64
     assert "unknown stage" in proc.stderr and "'bnech'" in proc.stderr
+
+
+def test_preflight_hands_the_users_model_config_and_lora_to_smoke(tmp_path):
+    from clustercheck.preflight import PreflightOptions, preflight_stages
+    config = tmp_path / "ds_z3.json"
+    config.write_text('{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}')
+    smoke = preflight_stages(PreflightOptions(model="/models/llama", deepspeed=str(config), lora=True))[-1]
+    assert (smoke.options.model, smoke.options.deepspeed, smoke.options.lora) == ("/models/llama", str(config), True)
+    assert smoke.options.mode == "zero3"          # the config's stage sets the mode
+    proc = clustercheck("preflight", "--deepspeed", str(tmp_path / "missing.json"))
+    assert proc.returncode == 64 and "missing.json" in proc.stderr

@@ -1,7 +1,7 @@
 """`clustercheck smoke` against the sandbox, as hostile as a real cluster: two nodes with node-local
 /tmp (run and checkpoint directories on a disk per node), two ranks per node, loud ranks
 (TORCH_DISTRIBUTED_DEBUG=DETAIL, TORCH_CPP_LOG_LEVEL=INFO and 1 MB of stderr each). Real torchrun,
-Gloo and DeepSpeed ZeRO on CPU; a node without deepspeed, a rank killed by SIGKILL, a rank with
+Gloo and DeepSpeed ZeRO on CPU, the built-in GPT and a Hugging Face model directory; a node without deepspeed, a rank killed by SIGKILL, a rank with
 another learning rate, a node killed mid-run."""
 
 import importlib.util
@@ -17,6 +17,7 @@ import pytest
 from clustercheck.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import gone, leftover
+from tests.tiny_models import tiny_llama
 
 pytestmark = pytest.mark.sandbox
 RANKS = "entry.py --mode"
@@ -50,18 +51,31 @@ def problems(doc):
     return [f for f in doc["findings"] if f["status"] != "OK"]
 
 
-def test_every_mode_passes_with_node_local_disks_two_ranks_per_node_and_loud_ranks(box, tmp_path):
+@pytest.fixture(scope="module")
+def model(sandbox):
+    """The user's model directory at one path every node sees (a test's tmp_path is private to this host's /tmp)."""
+    return tiny_llama(os.path.join(sandbox.dir, "tiny-llama"))
+
+
+def test_every_mode_passes_with_node_local_disks_two_ranks_per_node_and_loud_ranks(box, tmp_path, model):
+    """ddp, zero2, zero3 and fsdp fine-tune the user's model (--model, a tiny Llama made here); zero1 and
+    zero3-offload train the built-in GPT."""
     failed = {}
     for mode in ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp"):
         if mode in ("ddp", "zero1"):   # zero1 is the first mode run under DETAIL
             faults.clear_all(box)
             set_env(box, *(LOUD_DDP if mode == "ddp" else LOUD))
-        code, doc, progress = run_smoke(box, tmp_path, "--mode", mode, "--steps", "20")
+        theirs = mode in ("ddp", "zero2", "zero3", "fsdp")
+        code, doc, progress = run_smoke(box, tmp_path, "--mode", mode, "--steps", "20",
+                                        *(("--model", model, "--seq-len", "32") if theirs else ()))
         if code != EXIT_OK:
             failed[mode] = problems(doc)
             continue
         found = {f["check"]: f for f in doc["findings"]}
         assert doc["summary"]["world"] == 4 and doc["summary"]["mode"] == mode
+        if theirs:
+            assert found["smoke.job"]["status"] == "OK" and model in " ".join(found["smoke.job"]["evidence"])
+            assert f"[smoke] {model}: " in progress
         assert "a disk per node" in found["smoke.storage"]["summary"], found["smoke.storage"]
         assert found["smoke.reference"]["status"] == "OK" and found["smoke.checkpoint"]["status"] == "OK"
         assert "in fresh processes" in found["smoke.checkpoint"]["summary"]

@@ -11,17 +11,20 @@ from clustercheck.plan import PlanOptions, plan_text
 @cluster_options
 @click_options(PlanOptions)
 def plan(**params):
-    """Per-GPU memory that DDP, ZeRO-1/2/3 and CPU offload need for a model, and what fits.
+    """GPU memory per mode (DDP, ZeRO-1/2/3, offload, FSDP, LoRA, QLoRA, inference), and what fits.
 
-    Model states only (weights, gradients, optimizer); activations come on top. Without
-    --gpus-per-node and --gpu-mem the nodes are asked (the env probe).
+    Model states from one accounting (20 bytes per parameter, sharded per mode; DeepSpeed's
+    estimators where they exist) plus activations from the model's shape, sequence length,
+    micro-batch and gradient checkpointing. --model reads a Hugging Face config.json; with
+    only --params a Llama shape of that size is assumed. Without --gpus-per-node and
+    --gpu-mem the nodes are asked (the env probe), and the smallest GPU sets the plan.
 
     \b
     Example:
       clustercheck plan --params 7B --gpus-per-node 8 --num-nodes 2 --gpu-mem 80
-      clustercheck plan nodes.txt --params 13B
+      clustercheck plan nodes.txt --model /models/Llama-2-7b-hf --seq-len 4096 --micro-batch 2
 
-    Exit code: 0 some mode fits, 2 nothing fits, 64 bad input.
+    Exit code: 0 some training mode fits, 2 nothing fits, 64 bad input.
     """
     options = from_params(PlanOptions, params)
     options.validate()

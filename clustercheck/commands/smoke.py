@@ -11,7 +11,7 @@ from clustercheck.smoke.gather import SmokeOptions
 @click_options(SmokeOptions)
 @output_options
 def smoke(**params):
-    """Train the reference model across the cluster for a few steps and judge the run.
+    """Train the reference model, or fine-tune yours (--model, --deepspeed, --lora), across the cluster.
 
     Ships reference_train/ to every node and starts it with torchrun (c10d rendezvous at
     the first node). Passes when the loss falls clearly, every rank holds the same
@@ -22,6 +22,8 @@ def smoke(**params):
     Example:
       clustercheck smoke nodes.txt
       clustercheck smoke nodes.txt --mode zero3 --preset 125m --precision bf16
+      clustercheck smoke nodes.txt --model /models/Llama-3-8B --deepspeed ds_z3_offload_config.json
+      clustercheck smoke nodes.txt --model /models/Llama-3-8B --lora --lora-rank 16
 
     Exit code: 0 passed, 2 failed, 64 bad input.
     """

@@ -61,6 +61,12 @@ class PreflightOptions:
                              "nodes), off.")
     smoke_mode: str = opt("--smoke-mode", default="ddp", type=click.Choice(MODES))
     smoke_steps: int = opt("--smoke-steps", default=30, type=click.IntRange(2))
+    model: Optional[str] = opt("--model", help="smoke fine-tunes your Hugging Face model directory (an absolute "
+                                               "path, the same on every node).")
+    deepspeed: Optional[str] = opt("--deepspeed", type=click.Path(dir_okay=False),
+                                   help="smoke runs with your DeepSpeed config (\"auto\" resolved; its stage sets "
+                                        "the mode).")
+    lora: bool = opt("--lora", is_flag=True, default=False, help="smoke trains a LoRA adapter on --model.")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
                            help="Deadline in seconds of the bench and smoke stages, each.")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
@@ -90,7 +96,8 @@ def preflight_stages(options: PreflightOptions) -> List[Stage]:
             BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,
                                    options.config_path)),
             SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s,
-                                    rdzv_port=options.rdzv_port))]
+                                    rdzv_port=options.rdzv_port, model=options.model, deepspeed=options.deepspeed,
+                                    lora=options.lora))]
 
 
 class PreflightView:

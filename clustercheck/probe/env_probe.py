@@ -29,7 +29,7 @@ except ImportError:  # shipped to a node: inline_command registers the helpers b
     from nodelib import collect_env, collect_host, collect_net, emit_json, read, run
 
 SCHEMA = 1
-PACKAGES = ("torch", "deepspeed", "transformers", "accelerate", "numpy", "triton")
+PACKAGES = ("torch", "deepspeed", "transformers", "peft", "accelerate", "numpy", "triton")
 WHEEL_PREFIXES = {"nccl": "nvidia-nccl-", "cudnn": "nvidia-cudnn-"}  # nvidia-nccl-cu12, nvidia-cudnn-cu11, ...
 
 

@@ -14,8 +14,9 @@ from clustercheck.node import NodeLayer
 from clustercheck.result import Finding
 from clustercheck.smoke import render
 from clustercheck.smoke.gather import SmokeFacts, SmokeOptions, gather_smoke
-from clustercheck.smoke.rules import judge_smoke
+from clustercheck.smoke.rules import LORA_MIN_LOSS_DROP, MIN_LOSS_DROP, judge_smoke
 from clustercheck.stage import Stage, StageResult
+from reference_train.dsconfig import ConfigError, mode_of, read
 
 
 class SmokeStage(Stage):
@@ -28,13 +29,24 @@ class SmokeStage(Stage):
         if options.checkpoint_dir and not os.path.isabs(options.checkpoint_dir):
             raise InputError("--checkpoint-dir must be an absolute path on the nodes (the same on every node)",
                              "command line", value=options.checkpoint_dir)
+        if options.model and not os.path.isabs(options.model):
+            raise InputError("--model must be an absolute path on the nodes (the same on every node)",
+                             "command line", value=options.model)
+        if options.lora and not options.model:
+            raise InputError("--lora needs --model (the model directory to adapt)", "command line")
+        if options.deepspeed:   # read here: a bad config is bad input before any node is reached
+            try:
+                options.mode = mode_of(read(options.deepspeed))
+            except ConfigError as exc:
+                raise InputError(str(exc).removeprefix(f"{options.deepspeed}: "), options.deepspeed) from None
 
     def gather(self, layer: NodeLayer) -> SmokeFacts:
         # Rank 0's progress, and DeepSpeed's first-use compile, go to stderr: a long wait is not a silent hang.
         return gather_smoke(layer.cluster, layer.nodes, layer.probed(), self.options, render.progress_printer())
 
     def judge(self, facts: SmokeFacts) -> List[Finding]:
-        return judge_smoke(facts, self.options.timeout_s)
+        return judge_smoke(facts, self.options.timeout_s,
+                           LORA_MIN_LOSS_DROP if self.options.lora else MIN_LOSS_DROP)
 
     def to_json(self, result: StageResult) -> Dict:
         return render.to_json(result.facts, result.findings)

@@ -24,19 +24,24 @@ from clustercheck.launch import (
     Launch,
     LaunchResult,
     choose_backend,
+    interpreter,
     ranks_per_node,
     readiness_problems,
     run_torchrun,
     ship,
 )
+from clustercheck.node.facts import get
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
+from clustercheck.transport.base import Outcome
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(reference_train.__file__))
-TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "checks.py", "ds_config_zero1.json",
+TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "checks.py", "hf.py", "dsconfig.py",
+                 "ds_config_zero1.json",
                  "ds_config_zero2.json", "ds_config_zero3.json", "ds_config_zero3_offload.json")
 REFERENCE_PRESETS = ("tiny", "small")   # small enough for one process to recompute the first steps
 REFERENCE_STEPS = 10
+USER_DS_CONFIG = "ds_user.json"         # --deepspeed FILE, as shipped into each run directory
 RESUMED_STEPS = 5                       # steps run again after the checkpoint, in fresh processes
 
 
@@ -63,6 +68,15 @@ class SmokeOptions:
     checkpoint_dir: Optional[str] = opt("--checkpoint-dir",
                                         help="Where the nodes save the checkpoint (an absolute path on the nodes, "
                                              "e.g. your shared filesystem). Default: each node's run directory.")
+    model: Optional[str] = opt("--model", help="Fine-tune your Hugging Face model directory: an absolute path, the "
+                                               "same on every node (uploaded by hand; loaded offline). Needs "
+                                               "transformers on the nodes.")
+    seq_len: int = opt("--seq-len", default=128, type=click.IntRange(8), help="Tokens per sequence with --model.")
+    deepspeed: Optional[str] = opt("--deepspeed", type=click.Path(dir_okay=False),
+                                   help="Your DeepSpeed config (a file here, shipped to the nodes): \"auto\" values "
+                                        "resolved as Hugging Face does; its ZeRO stage sets the mode.")
+    lora: bool = opt("--lora", is_flag=True, default=False, help="Train a LoRA adapter on --model (needs peft).")
+    lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1))
 
     @property
     def save_at(self) -> int:
@@ -91,13 +105,17 @@ class SmokeFacts:
 
 def trainer_args(options: SmokeOptions, save_dir: str, resume: bool = False) -> List[str]:
     args = ["--mode", options.mode, "--preset", options.preset, "--steps", str(options.steps),
+            *(["--model", options.model, "--seq-len", str(options.seq_len)] if options.model else []),
+            *(["--deepspeed", USER_DS_CONFIG] if options.deepspeed else []),
+            *(["--lora", "--lora-rank", str(options.lora_rank)] if options.lora else []),
             "--micro-batch", str(options.micro_batch), "--precision", options.precision,
             "--save-dir", save_dir, "--losses-after", str(options.save_at)]
     if resume:
         args += ["--resume", "--log-every", str(options.steps)]
     else:
         args += ["--log-every", str(max(1, options.steps // 10)), "--save-at", str(options.save_at),
-                 "--reference-steps", str(REFERENCE_STEPS if options.preset in REFERENCE_PRESETS else 0)]
+                 "--reference-steps", str(REFERENCE_STEPS if options.preset in REFERENCE_PRESETS or options.model
+                                          else 0)]
     if options.data:
         args += ["--data", options.data]
     return args
@@ -108,13 +126,21 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     """probed: the node layer's documents (interpreter, torch, GPUs, training interface)."""
     facts = SmokeFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
+    facts.problems.update(missing_packages(probed, options))
     if facts.problems:
         return facts
+    if options.model:
+        facts.problems.update(missing_model(cluster, nodes, options.model))
+        if facts.problems:
+            return facts
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, choose_backend(probed, "auto") == "nccl")
     files = {}
     for name in TRAINER_FILES:
         with open(os.path.join(TRAINER_DIR, name), "rb") as handle:
             files[name] = handle.read()
+    if options.deepspeed:
+        with open(options.deepspeed, "rb") as handle:
+            files[USER_DS_CONFIG] = handle.read()
     placed = ship(cluster, nodes, files, facts.problems)
     if facts.problems:
         return facts
@@ -123,7 +149,8 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     facts.save_dir = (os.path.join(options.checkpoint_dir, f"clustercheck-smoke-{uuid.uuid4().hex[:8]}")
                       if options.checkpoint_dir else "checkpoints")
     config = {"mode": options.mode, "preset": options.preset, "steps": options.steps, "save_at": options.save_at,
-              "precision": options.precision}
+              "precision": options.precision, "model": options.model, "deepspeed": options.deepspeed,
+              "lora_rank": options.lora_rank if options.lora else None}
     started = time.monotonic()
     try:
         facts.stage = run_torchrun(cluster, nodes, probed, Launch(
@@ -138,3 +165,31 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         if options.checkpoint_dir:   # the run directory (and a checkpoint in it) goes with the connection
             cluster.run(f"rm -rf {shlex.quote(facts.save_dir)}", 60.0, nodes)
     return facts
+
+
+def required_packages(options: SmokeOptions) -> List[str]:
+    return (["transformers"] if options.model else []) + (["peft"] if options.lora else [])
+
+
+def missing_packages(probed: Sequence[Probed], options: SmokeOptions) -> Dict[str, str]:
+    """Nodes without what --model / --lora need (the probe read every node's installed packages)."""
+    wanted = required_packages(options)
+    problems = {}
+    for p in probed:
+        missing = [name for name in wanted if p.facts and not get(p.facts, "packages", "versions", name)]
+        if missing:
+            flags = " and ".join(flag for flag, name in (("--model", "transformers"), ("--lora", "peft"))
+                                 if name in missing)
+            problems[p.name] = f"{' and '.join(missing)} not installed for {interpreter(p.node)} (needed by {flags})"
+    return problems
+
+
+def missing_model(cluster: Cluster, nodes: Sequence[Node], model: str) -> Dict[str, str]:
+    """Nodes where the model directory is not there: weights are uploaded to every node by hand."""
+    config = shlex.quote(os.path.join(model, "config.json"))
+    results = cluster.run(f"test -r {config} && ls {shlex.quote(model)} | grep -qE '\\.(safetensors|bin)$'", 60.0,
+                          nodes)
+    return {r.node: (f"{model} has no readable config.json and weights (*.safetensors / *.bin) on this node: "
+                   f"upload the model to every node" if r.outcome is Outcome.COMMAND_FAILED
+                   else f"could not look for {model}: {r.detail or r.outcome.value}")
+            for r in results if not r.ok}

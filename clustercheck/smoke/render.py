@@ -26,6 +26,13 @@ def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
                     f"peak {event['peak_mem_mb']:.0f} MB")
         elif kind == "compiling":
             text = f"{node}: {event['text']}"
+        elif kind == "model":
+            text = (f"{event['directory']}: {event['parameters']:,} parameters, {event['trainable']:,} trained"
+                    f"{' (LoRA rank %d)' % event['lora']['rank'] if event.get('lora') else ''}; text as "
+                    f"{event['tokens']}")
+        elif kind == "deepspeed_config":
+            text = f"{event['file']} runs as {event['mode']}; \"auto\" resolved: " + (
+                ", ".join(f"{k}={v}" for k, v in event["resolved"].items()) or "none")
         elif kind == "resumed":
             text = f"resumed at step {event['step']}"
         else:

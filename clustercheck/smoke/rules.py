@@ -20,6 +20,7 @@ from clustercheck.smoke.classify import classify
 from clustercheck.smoke.gather import SmokeFacts
 
 MIN_LOSS_DROP = 0.2     # the last loss must be at most 80% of the first
+LORA_MIN_LOSS_DROP = 0.02   # an adapter on a frozen base moves the loss slowly: it must fall, by 2% at least
 # Relative difference allowed from the single-process reference, and between the run and its resumption.
 # On CPUs the arithmetic differs only in the order of the sums (measured: 1e-7; one rank at 1.5x the
 # learning rate: 3e-3 under ZeRO-2, 3e-2 under FSDP). GPUs use other kernels for the bigger batch, and
@@ -182,16 +183,53 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
 
 
 def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_LOSS_DROP) -> List[Finding]:
-    unreached = {p.name for p in facts.probed if p.facts is None}   # the node layer's reach names them
-    findings = [Finding("smoke.node", Status.FAIL, f"{node} cannot take part", [problem],
-                        "run `clustercheck env`: the interpreter, torch and SSH must work on every node", [node])
-                for node, problem in facts.problems.items() if node not in unreached]
+    findings = cannot_take_part(facts)
     if facts.stage is None:
         return findings
     if facts.summary is None or not all(r.exit_code == 0 for r in facts.stage.runs.values()):
         return findings + [failure(facts, facts.stage, timeout_s)]
+    findings += job_shape(facts)
     findings += storage(facts)
     findings += numbers(facts, min_loss_drop)
     findings += resumed(facts, timeout_s)
     findings += throughput(facts)
     return findings
+
+
+def cannot_take_part(facts: SmokeFacts) -> List[Finding]:
+    """One finding per distinct reason, its nodes folded (the node layer's reach names unreached nodes)."""
+    unreached = {p.name for p in facts.probed if p.facts is None}
+    by_problem: Dict[str, List[str]] = {}
+    for node, problem in facts.problems.items():
+        if node not in unreached:
+            by_problem.setdefault(problem, []).append(node)
+    findings = []
+    for problem, nodes in by_problem.items():
+        missing = "not installed for" in problem and ("transformers" in problem or "peft" in problem)
+        remedy = ("install it with that interpreter on those nodes (`<python> -m pip install transformers peft`), "
+                  "or leave out --model / --lora" if missing else
+                  "run `clustercheck env`: the interpreter, torch and SSH must work on every node")
+        findings.append(Finding("smoke.node", Status.FAIL, f"{fold(nodes)} cannot take part: {problem}", [],
+                                remedy, nodes))
+    return findings
+
+
+def job_shape(facts: SmokeFacts) -> List[Finding]:
+    """What ran, when it is the user's own job: their model, their DeepSpeed config as resolved, LoRA."""
+    model = next(iter(facts.stage.events("model")), None)
+    ds = next(iter(facts.stage.events("deepspeed_config")), None)
+    if not model and not ds:
+        return []
+    evidence = []
+    if model:
+        lora = model.get("lora")
+        evidence.append(f"model {model['directory']}: {model['parameters']:,} parameters, {model['trainable']:,} "
+                        f"trained" + (f" (LoRA rank {lora['rank']}, alpha {lora['alpha']}; base frozen)" if lora
+                                      else "") + f"; text as {model['tokens']}")
+    if ds:
+        resolved = ", ".join(f"{k}={v}" for k, v in ds["resolved"].items()) or "nothing was \"auto\""
+        evidence.append(f"DeepSpeed config {facts.stage.config.get('deepspeed') or ds['file']} ran as "
+                        f"{ds['mode']}; resolved: {resolved}")
+    return [Finding("smoke.job", Status.OK, "your job's shape ran: " + "; ".join(
+        part for part in (model and "your model", ds and "your DeepSpeed config",
+                          model and model.get("lora") and "LoRA") if part), evidence)]
