@@ -218,6 +218,21 @@ def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:
     return problems
 
 
+NEEDED_BY = {"transformers": "--model", "peft": "--lora"}
+
+
+def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, str]:
+    """Nodes without the packages a run needs (the probe read every node's installed packages), and why."""
+    problems = {}
+    for p in probed:
+        missing = [name for name in wanted if p.facts and not get(p.facts, "packages", "versions", name)]
+        if missing:
+            flags = " and ".join(NEEDED_BY[name] for name in missing if name in NEEDED_BY)
+            problems[p.name] = (f"{' and '.join(missing)} not installed for {interpreter(p.node)}"
+                                + (f" (needed by {flags})" if flags else ""))
+    return problems
+
+
 def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:
     """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1."""
     return {p.name: requested or p.node.slots or (gpu_count(p.facts) if gpus else 0) or 1 for p in probed}

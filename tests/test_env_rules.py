@@ -329,3 +329,17 @@ def test_a_directory_missing_on_a_node_is_not_called_unshared():
     assert mixed.status is Status.FAIL and mixed.nodes == ["n2"]
     [local] = judge_shared("/data", {"n1": "sees", "n2": "does not see", "n3": "does not see"}, order)
     assert local.status is Status.OK and "a disk per node" in local.summary
+
+
+def test_packages_a_fine_tune_needs_are_required_on_every_node():
+    from clustercheck.env import required_packages
+
+    def installed(i, doc):
+        if i != 2:   # node03 has neither
+            doc["packages"]["versions"].update(transformers="5.23.0", peft="0.21.2")
+    [finding] = required_packages(cluster(4, installed), ("transformers", "peft"))
+    assert finding.status is Status.FAIL and finding.nodes == ["node03"]
+    assert finding.summary.startswith("transformers and peft not installed on node03"), finding.summary
+    [ok] = required_packages(cluster(4, lambda i, doc: installed(0, doc)), ("transformers", "peft"))
+    assert ok.status is Status.OK and "all 4 reached nodes" in ok.summary
+    assert required_packages(cluster(4), ()) == []

@@ -18,12 +18,12 @@ from clustercheck.env.judges import judge
 from clustercheck.env.rules import EnvContext
 from clustercheck.env.storage import judge_shared, probe_shared
 from clustercheck.inventory import fold
-from clustercheck.launch import readiness_problems
+from clustercheck.launch import missing_packages, readiness_problems
 from clustercheck.node import NodeLayer
 from clustercheck.node.judges import judge_nodes
 from clustercheck.node.probe import Probed, ProbeOptions
 from clustercheck.options import opt
-from clustercheck.result import Finding, worst
+from clustercheck.result import Finding, Status, worst
 from clustercheck.stage import Stage, StageResult
 
 
@@ -39,6 +39,10 @@ class EnvOptions:
                                      help="Thresholds file (TOML); default ./clustercheck.toml when present.")
     shared_dir: Optional[str] = opt("--shared-dir", help="A directory meant for data or checkpoints: say whether it "
                                                          "is one filesystem for every node or a disk per node.")
+
+    required: Sequence[str] = opt("--require", multiple=True, default=(), metavar="PACKAGE",
+                                  help="A Python package every node must have (repeat it): preflight asks for "
+                                       "transformers with --model, peft with --lora.")
 
     def probe(self) -> ProbeOptions:
         return ProbeOptions(timeout_s=self.timeout_s, workdir=self.workdir, deep=self.deep)
@@ -90,6 +94,7 @@ class EnvStage(Stage):
 
     def judge(self, facts: EnvFacts) -> List[Finding]:
         findings = judge(EnvContext(facts.probed, facts.values, self.config.env))
+        findings += required_packages(facts.probed, self.options.required)
         for directory, views in facts.shared.items():
             findings += judge_shared(directory, views, [n for n in (p.name for p in facts.probed) if n in views])
         return findings
@@ -117,3 +122,21 @@ class EnvStage(Stage):
 
     def report_json(self, result: StageResult) -> Dict:
         return {"versions": result.facts.values}
+
+
+def required_packages(probed: Sequence[Probed], required: Sequence[str]) -> List[Finding]:
+    """One finding per missing package set, its nodes folded; an OK line names what every node has."""
+    if not required:
+        return []
+    by_problem: Dict[str, List[str]] = {}
+    for node, problem in missing_packages(probed, required).items():
+        by_problem.setdefault(problem.split(" for ")[0], []).append(node)
+    findings = [Finding("env.required", Status.FAIL, f"{what} on {fold(nodes)}", [],
+                        "install with each node's interpreter (`<python> -m pip install "
+                        f"{' '.join(required)}`), the same version everywhere", nodes)
+                for what, nodes in by_problem.items()]
+    reached = [p.name for p in probed if p.facts is not None]
+    if not findings and reached:
+        findings.append(Finding("env.required", Status.OK, f"{', '.join(required)} installed on all {len(reached)} "
+                                                           f"reached nodes"))
+    return findings

@@ -90,7 +90,8 @@ def short_sweep(max_bytes: int = 16 * 2 ** 20, pairwise: str = "auto", timeout_s
 
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
-    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path)),
+    required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
+    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required)),
             NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
                                 attempt_timeout_s=options.attempt_timeout_s)),
             BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,

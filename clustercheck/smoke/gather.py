@@ -24,13 +24,12 @@ from clustercheck.launch import (
     Launch,
     LaunchResult,
     choose_backend,
-    interpreter,
+    missing_packages,
     ranks_per_node,
     readiness_problems,
     run_torchrun,
     ship,
 )
-from clustercheck.node.facts import get
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
 from clustercheck.transport.base import Outcome
@@ -126,7 +125,7 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     """probed: the node layer's documents (interpreter, torch, GPUs, training interface)."""
     facts = SmokeFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
-    facts.problems.update(missing_packages(probed, options))
+    facts.problems.update(missing_packages(probed, required_packages(options)))
     if facts.problems:
         return facts
     if options.model:
@@ -169,19 +168,6 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
 
 def required_packages(options: SmokeOptions) -> List[str]:
     return (["transformers"] if options.model else []) + (["peft"] if options.lora else [])
-
-
-def missing_packages(probed: Sequence[Probed], options: SmokeOptions) -> Dict[str, str]:
-    """Nodes without what --model / --lora need (the probe read every node's installed packages)."""
-    wanted = required_packages(options)
-    problems = {}
-    for p in probed:
-        missing = [name for name in wanted if p.facts and not get(p.facts, "packages", "versions", name)]
-        if missing:
-            flags = " and ".join(flag for flag, name in (("--model", "transformers"), ("--lora", "peft"))
-                                 if name in missing)
-            problems[p.name] = f"{' and '.join(missing)} not installed for {interpreter(p.node)} (needed by {flags})"
-    return problems
 
 
 def missing_model(cluster: Cluster, nodes: Sequence[Node], model: str) -> Dict[str, str]:
