@@ -136,10 +136,19 @@ def read_config(path: str) -> Shape:
         path = os.path.join(path, "config.json")
     try:
         with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+            text = handle.read()
     except FileNotFoundError:
         raise InputError("the model directory has no config.json", path) from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise InputError(f"cannot read the model's config ({exc})", path) from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: str) -> Shape:
+    """The shape from config.json's text; bad input names `path` and the key."""
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
         raise InputError(f"cannot read the model's config ({exc})", path) from None
     if not isinstance(config, dict):
         raise InputError("config.json is not a JSON object", path)

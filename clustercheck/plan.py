@@ -16,7 +16,17 @@ import click
 from tabulate import tabulate
 
 from clustercheck.errors import InputError
-from clustercheck.memory import SHARDING_ORDER, ModeNeed, Shape, Workload, assumed_shape, gib, needs, read_config
+from clustercheck.memory import (
+    SHARDING_ORDER,
+    ModeNeed,
+    Shape,
+    Workload,
+    assumed_shape,
+    by_mode,
+    gib,
+    needs,
+    read_config,
+)
 from clustercheck.node.facts import get, gpus
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
@@ -152,3 +162,25 @@ def sharding_violations(rows: List[ModeNeed]) -> List[str]:
     """Pairs where a mode that shards less needs less GPU memory than one that shards more (none, by design)."""
     need = {r.mode: r.gpu_bytes for r in rows}
     return [f"{a} < {b}" for a, b in SHARDING_ORDER if a in need and b in need and need[a] < need[b]]
+
+
+def mode_fit(shape: Shape, probed: Sequence[Probed], mode: str, work: Workload) -> Optional[Finding]:
+    """Does the run's mode fit the GPUs the nodes really have (the smallest sets it)? None on a CPU run."""
+    found = [gpus(p.facts) for p in probed if p.facts]
+    if not found or not all(found):
+        return None
+    memory = min(x.get("memory_mib") or 0 for g in found for x in g) * 2 ** 20
+    if not memory:
+        return Finding("smoke.plan", Status.UNKNOWN, "could not plan the run's memory: the GPUs' memory was not read",
+                       [], "run `clustercheck env` to see what the probe read", [])
+    rows = by_mode(needs(shape, min(len(g) for g in found), len(found), work))
+    row = rows[mode]
+    fitting = [r.mode for r in rows.values() if r.mode != "inference" and r.gpu_bytes <= HEADROOM * memory]
+    text = (f"{mode} needs {gib(row.gpu_bytes)} GiB per GPU ({gib(row.state_bytes)} states + "
+            f"{gib(row.activation_bytes)} activations at {work.seq_len} tokens x micro-batch {work.micro_batch}) "
+            f"of the smallest GPU's {gib(memory)} GiB")
+    evidence = [f"model: {shape.source}"]
+    if row.gpu_bytes <= HEADROOM * memory:
+        return Finding("smoke.plan", Status.OK, f"memory plan: {text}", evidence)
+    return Finding("smoke.plan", Status.WARN, f"memory plan: {text}: more than {HEADROOM:.0%}, expect out of memory",
+                   evidence, f"modes that fit: {', '.join(fitting) or 'none'}; see `clustercheck plan --model`", [])

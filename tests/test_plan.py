@@ -125,3 +125,20 @@ def test_llama_params_counts_tied_embeddings_once():
     untied = llama_params(64, 2, 2, 2, 128, 256, False)
     assert untied - llama_params(64, 2, 2, 2, 128, 256, True) == 64 * 256
     assert Shape(untied, 64, 2, 2, 2, 128, 256, "").adapter(4) == 2 * 4 * (4 * 128 + 3 * 192)
+
+
+def test_a_runs_mode_is_judged_against_the_smallest_gpu_the_nodes_report(tmp_path):
+    from clustercheck.plan import mode_fit
+    from tests.test_env_rules import cluster, gpu_section
+
+    def h100(i, doc):
+        doc["gpu"] = gpu_section("h100-x8-driver-580.xml")
+    probed = cluster(2, h100)                       # 2 nodes x 8 H100 80GB, as recorded
+    shape = read_config(write_config(tmp_path, LLAMA2_7B))
+    work = Workload(seq_len=2048, micro_batch=1, checkpointing=False)
+    fits = mode_fit(shape, probed, "zero3", work)
+    assert fits.status is Status.OK and "zero3 needs" in fits.summary and "79.6 GiB" in fits.summary, fits.summary
+    too_big = mode_fit(shape, probed, "ddp", work)
+    assert too_big.status is Status.WARN and "expect out of memory" in too_big.summary
+    assert "zero1" in too_big.remedy and "ddp," not in too_big.remedy
+    assert mode_fit(shape, cluster(2), "ddp", work) is None       # CPU nodes: nothing to plan

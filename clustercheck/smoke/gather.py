@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import click
 
 import reference_train
+from clustercheck.errors import InputError
 from clustercheck.fanout import Cluster
 from clustercheck.inventory import Node
 from clustercheck.launch import (
@@ -30,6 +31,7 @@ from clustercheck.launch import (
     run_torchrun,
     ship,
 )
+from clustercheck.memory import Shape, Workload, parse_config
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
 from clustercheck.transport.base import Outcome
@@ -92,6 +94,10 @@ class SmokeFacts:
     resume: Optional[LaunchResult] = None     # the same run resumed from its checkpoint, in fresh processes
     problems: Dict[str, str] = field(default_factory=dict)
     save_dir: str = ""
+    shape: Optional[Shape] = None             # --model: its config.json, read on the first node
+    shape_problem: str = ""
+    plan_mode: str = ""                       # the memory plan's row for this run
+    workload: Optional[Workload] = None
 
     @property
     def summary(self) -> Optional[Dict]:
@@ -132,6 +138,10 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         facts.problems.update(missing_model(cluster, nodes, options.model))
         if facts.problems:
             return facts
+        facts.shape, facts.shape_problem = model_shape(cluster, nodes[0], options.model)
+        facts.plan_mode = "lora" if options.lora else {"zero0": "ddp"}.get(options.mode, options.mode)
+        facts.workload = Workload(seq_len=options.seq_len, micro_batch=options.micro_batch, checkpointing=False,
+                                  lora_rank=options.lora_rank)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, choose_backend(probed, "auto") == "nccl")
     files = {}
     for name in TRAINER_FILES:
@@ -179,3 +189,15 @@ def missing_model(cluster: Cluster, nodes: Sequence[Node], model: str) -> Dict[s
                    f"upload the model to every node" if r.outcome is Outcome.COMMAND_FAILED
                    else f"could not look for {model}: {r.detail or r.outcome.value}")
             for r in results if not r.ok}
+
+
+def model_shape(cluster: Cluster, node: Node, model: str) -> "tuple[Optional[Shape], str]":
+    """The model's shape from its config.json on the first node (the memory plan of the run), or why not."""
+    path = os.path.join(model, "config.json")
+    [result] = cluster.run(f"head -c 1000000 {shlex.quote(path)}", 60.0, [node])
+    if not result.ok:
+        return None, f"could not read {path} on {node.name}: {result.detail or result.outcome.value}"
+    try:
+        return parse_config(result.stdout, f"{node.name}:{path}"), ""
+    except InputError as exc:
+        return None, str(exc)

@@ -14,7 +14,8 @@ from typing import Dict, List
 
 from clustercheck.inventory import fold
 from clustercheck.launch import LaunchResult
-from clustercheck.node.facts import get
+from clustercheck.node.facts import get, gpus
+from clustercheck.plan import mode_fit
 from clustercheck.result import Finding, Status
 from clustercheck.smoke.classify import classify
 from clustercheck.smoke.gather import SmokeFacts
@@ -183,7 +184,7 @@ def throughput(facts: SmokeFacts) -> List[Finding]:
 
 
 def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_LOSS_DROP) -> List[Finding]:
-    findings = cannot_take_part(facts)
+    findings = cannot_take_part(facts) + memory_plan(facts)
     if facts.stage is None:
         return findings
     if facts.summary is None or not all(r.exit_code == 0 for r in facts.stage.runs.values()):
@@ -233,3 +234,15 @@ def job_shape(facts: SmokeFacts) -> List[Finding]:
     return [Finding("smoke.job", Status.OK, "your job's shape ran: " + "; ".join(
         part for part in (model and "your model", ds and "your DeepSpeed config",
                           model and model.get("lora") and "LoRA") if part), evidence)]
+
+
+def memory_plan(facts: SmokeFacts) -> List[Finding]:
+    """--model on GPUs: does this run's mode fit the smallest GPU (clustercheck/memory.py)? Nothing on CPUs."""
+    on_gpus = any(gpus(p.facts) for p in facts.probed if p.facts)
+    if facts.shape_problem and on_gpus:
+        return [Finding("smoke.plan", Status.UNKNOWN, f"could not plan the run's memory: {facts.shape_problem}", [],
+                        "check the model's config.json on the nodes", [])]
+    if facts.shape is None or facts.workload is None:
+        return []
+    finding = mode_fit(facts.shape, facts.probed, facts.plan_mode, facts.workload)
+    return [finding] if finding else []
