@@ -63,7 +63,8 @@ class PlanOptions:
     cpu_mem_gib: Optional[float] = opt("--cpu-mem", type=click.FloatRange(0.1),
                                        help="GiB of host memory per node (for offload).")
     largest_layer: Optional[str] = opt("--largest-layer",
-                                       help="Parameters of the largest layer (ZeRO-3). Default: 2% of --params.")
+                                       help="Parameters of the largest layer gathered whole (ZeRO-3, FSDP). Default: the "
+                                            "larger of the embedding and one block.")
 
     def validate(self) -> None:
         """Bad counts are bad input, found before any node is contacted."""
@@ -174,12 +175,20 @@ def mode_fit(shape: Shape, probed: Sequence[Probed], mode: str, work: Workload) 
         return Finding("smoke.plan", Status.UNKNOWN, "could not plan the run's memory: the GPUs' memory was not read",
                        [], "run `clustercheck env` to see what the probe read", [])
     rows = by_mode(needs(shape, min(len(g) for g in found), len(found), work))
-    row = rows[mode]
+    row = rows.get(mode)
+    if row is None:   # a mode the plan has no row for (zero1-offload, optimizer-only ZeRO-3 offload): no claim
+        return None
     fitting = [r.mode for r in rows.values() if r.mode != "inference" and r.gpu_bytes <= HEADROOM * memory]
     text = (f"{mode} needs {gib(row.gpu_bytes)} GiB per GPU ({gib(row.state_bytes)} states + "
             f"{gib(row.activation_bytes)} activations at {work.seq_len} tokens x micro-batch {work.micro_batch}) "
             f"of the smallest GPU's {gib(memory)} GiB")
     evidence = [f"model: {shape.source}"]
+    host = min((get(p.facts, "host", "mem_total_bytes") or 0) for p in probed if p.facts)
+    if row.cpu_bytes and (not host or row.cpu_bytes > host):
+        return Finding("smoke.plan", Status.WARN if host else Status.UNKNOWN,
+                       f"memory plan: {mode} needs {gib(row.cpu_bytes)} GiB of host memory per node" +
+                       (f", more than the smallest node's {gib(host)} GiB" if host else ": host memory not read"),
+                       evidence, "a mode without offload, or nodes with more memory", [])
     if row.gpu_bytes <= HEADROOM * memory:
         return Finding("smoke.plan", Status.OK, f"memory plan: {text}", evidence)
     return Finding("smoke.plan", Status.WARN, f"memory plan: {text}: more than {HEADROOM:.0%}, expect out of memory",

@@ -54,9 +54,11 @@ def mode_of(config: dict) -> str:
     return f"zero{stage(config)}" + ("-offload" if offloads(config) else "")
 
 
-def resolve(config: dict, *, world: int, micro_batch: int, grad_accum: int, clip: float, lr: float, steps: int,
+def resolve(config: dict, *, world, micro_batch: int, grad_accum: int, clip: float, lr: float, steps: int,
             hidden: int, cuda: bool, bf16_supported: bool):
-    """(the config with every "auto" replaced, [(dotted key, value) for each replaced])."""
+    """(the config with every "auto" replaced, [(dotted key, value) for each replaced]).
+
+    world None: checked before the run, when the world size is not known yet (train_batch_size waits)."""
     config = json.loads(json.dumps(config))
     resolved = []
 
@@ -67,13 +69,14 @@ def resolve(config: dict, *, world: int, micro_batch: int, grad_accum: int, clip
 
     fill(config, "train_micro_batch_size_per_gpu", micro_batch, "train_micro_batch_size_per_gpu")
     fill(config, "gradient_accumulation_steps", grad_accum, "gradient_accumulation_steps")
-    fill(config, "train_batch_size", world * micro_batch * grad_accum, "train_batch_size")
+    if world is not None:
+        fill(config, "train_batch_size", world * micro_batch * grad_accum, "train_batch_size")
     fill(config, "gradient_clipping", clip, "gradient_clipping")
     optimizer = (config.get("optimizer") or {}).get("params") or {}
     for key, value in (("lr", lr), *ADAM_DEFAULTS.items()):
         fill(optimizer, key, value, f"optimizer.params.{key}")
     scheduler = (config.get("scheduler") or {}).get("params") or {}
-    for key, value in (("warmup_min_lr", 0), ("warmup_max_lr", lr), ("warmup_num_steps", 0),
+    for key, value in (("warmup_min_lr", 0), ("warmup_max_lr", lr), ("warmup_num_steps", 1),   # DeepSpeed refuses 0
                        ("total_num_steps", steps)):
         fill(scheduler, key, value, f"scheduler.params.{key}")
     use_bf16 = cuda and bf16_supported
@@ -88,17 +91,31 @@ def resolve(config: dict, *, world: int, micro_batch: int, grad_accum: int, clip
                                                                   int(0.9 * hidden * hidden)),
                        ("stage3_param_persistence_threshold", 10 * hidden)):
         fill(zero, key, value, f"zero_optimization.{key}")
-    left = [path for path, value in walk(config) if value == "auto"]
+    left = [path for path, value in walk(config)
+            if value == "auto" and not (world is None and path == "train_batch_size")]
     if left:
         raise ConfigError(f"\"auto\" that this run cannot resolve: {', '.join(left)}")
     for key, value in (("train_micro_batch_size_per_gpu", micro_batch), ("gradient_accumulation_steps", grad_accum)):
         if config.get(key, value) != value:   # the data loader feeds --micro-batch / --grad-accum
-            raise ConfigError(f"{key} is {config[key]} but the run uses {value}: set it to \"auto\" or pass "
-                              f"{'--micro-batch' if 'micro' in key else '--grad-accum'} {config[key]}")
-    if config.get("train_batch_size", world * micro_batch * grad_accum) != world * micro_batch * grad_accum:
+            raise ConfigError(f"{key} is {config[key]} but the run uses {value}: set it to \"auto\""
+                              + (f" or pass --micro-batch {config[key]}" if "micro" in key else ""))
+    if world is not None and config.get("train_batch_size", "auto") not in ("auto", world * micro_batch * grad_accum):
         raise ConfigError(f"train_batch_size is {config['train_batch_size']} but {world} ranks x micro-batch "
                           f"{micro_batch} x accumulation {grad_accum} = {world * micro_batch * grad_accum}")
     return config, resolved
+
+
+def precision(config: dict) -> str:
+    """The precision the config trains in, once resolved: bf16, fp16 or fp32."""
+    for key in ("bf16", "fp16"):
+        if (config.get(key) or {}).get("enabled") is True:
+            return key
+    return "fp32"
+
+
+def own_schedule(config: dict) -> bool:
+    """The config brings its own optimizer settings or a scheduler: a plain AdamW reference does not apply."""
+    return bool(config.get("scheduler")) or bool((config.get("optimizer") or {}).get("params"))
 
 
 def walk(value, prefix=""):

@@ -46,6 +46,7 @@ def load(directory: str, seq_len: int, checkpointing: bool = False, lora=None) -
     """The model from `directory` (offline), in fp32 for training, LoRA-wrapped when lora=(rank, alpha, targets)."""
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True).float()
+    model.train()   # from_pretrained returns eval mode, where Hugging Face models skip gradient checkpointing
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if lora:

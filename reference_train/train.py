@@ -43,7 +43,7 @@ from checks import (  # noqa: E402
     storage,
 )
 from data import ByteWindows, TokenWindows, generated_corpus, load_text  # noqa: E402
-from dsconfig import ConfigError, mode_of, offloads, read, resolve  # noqa: E402
+from dsconfig import ConfigError, mode_of, offloads, own_schedule, precision, read, resolve  # noqa: E402
 from hf import LORA_TARGETS  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 
@@ -176,7 +176,8 @@ def deepspeed_config(args, model, device, lr, node_local_storage):
         config["optimizer"]["params"]["lr"] = lr
         return config
     cuda = device.type == "cuda"
-    hidden = getattr(getattr(getattr(model, "model", None), "config", None), "hidden_size", None) or 64
+    hidden = (getattr(getattr(getattr(model, "model", None), "config", None), "hidden_size", None)
+              or getattr(model.config, "n_embd", None) or 64)
     try:
         config, resolved = resolve(read(args.deepspeed), world=dist.get_world_size(), micro_batch=args.micro_batch,
                                    grad_accum=args.grad_accum, clip=args.clip, lr=lr, steps=args.steps,
@@ -185,9 +186,9 @@ def deepspeed_config(args, model, device, lr, node_local_storage):
         raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
     if not cuda and ((config.get("bf16") or {}).get("enabled") is True or (config.get("fp16") or {}).get("enabled") is True):
         raise SystemExit(f"--deepspeed {args.deepspeed}: bf16/fp16 enabled, but this rank has no GPU (set \"auto\")")
-    config.setdefault("checkpoint", checkpoint)
+    config["checkpoint"] = {**(config.get("checkpoint") or {}), **checkpoint}   # the run's storage decides
     config.setdefault("steps_per_print", 1000000)
-    log({"event": "deepspeed_config", "file": args.deepspeed, "mode": args.mode,
+    log({"event": "deepspeed_config", "file": args.deepspeed, "mode": args.mode, "precision": precision(config),
          "resolved": {key: value for key, value in resolved}})
     return config
 
@@ -358,6 +359,9 @@ def main(argv=None):
         reference_skipped = f"a global batch of {global_sequences} sequences is too much for one rank to recompute"
     elif args.reference_steps and parameters > REFERENCE_MAX_PARAMETERS:
         reference_skipped = f"{parameters:,} parameters are too many for one rank to recompute on its CPU"
+    elif args.reference_steps and args.deepspeed and own_schedule(read(args.deepspeed)):
+        reference_skipped = ("the DeepSpeed config brings its own optimizer settings or scheduler; the "
+                             "single-process reference follows plain AdamW")
     elif args.reference_steps and rank == 0:   # the others wait for it at the first collective
         reference = reference_losses(lambda: make_model(args), args.seed, global_batch(args, dataset, world),
                                      min(args.reference_steps, args.steps), args.lr, args.clip)

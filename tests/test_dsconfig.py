@@ -87,3 +87,41 @@ def test_lora_without_a_model_and_a_relative_model_are_bad_input():
     assert "--lora needs --model" in clustercheck("smoke", "--lora").stderr
     proc = clustercheck("smoke", "--model", "models/llama")
     assert proc.returncode == 64 and "--model must be an absolute path" in proc.stderr
+
+
+def test_a_fixed_micro_batch_that_disagrees_is_bad_input_before_any_node_is_reached(tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({**config_dict("ds_z2_config.json"), "train_micro_batch_size_per_gpu": 4}))
+    proc = clustercheck("smoke", "--deepspeed", str(config))
+    assert proc.returncode == 64
+    assert "train_micro_batch_size_per_gpu is 4 but the run uses 8" in proc.stderr and str(config) in proc.stderr
+
+
+def config_dict(name):
+    return config(name)
+
+
+def test_smoke_lets_the_config_set_the_mode_and_plans_only_what_the_plan_counts(tmp_path):
+    from clustercheck.smoke.gather import SmokeOptions, plan_row, trainer_args
+    z0 = os.path.join(CONFIGS, "ds_z0_config.json")
+    assert "--mode" not in trainer_args(SmokeOptions(mode="zero0", deepspeed=z0), "ckpt")
+    optimizer_only = tmp_path / "z3.json"
+    raw = config("ds_z3_offload_config.json")
+    del raw["zero_optimization"]["offload_param"]
+    optimizer_only.write_text(json.dumps(raw))
+    assert plan_row(SmokeOptions(mode="zero3-offload", deepspeed=str(optimizer_only))) == ""
+    assert plan_row(SmokeOptions(mode="zero3-offload", deepspeed=os.path.join(CONFIGS,
+                                                                            "ds_z3_offload_config.json"))) == \
+        "zero3-offload"
+    assert plan_row(SmokeOptions(mode="zero0", deepspeed=z0)) == "ddp"
+    assert plan_row(SmokeOptions(mode="ddp", precision="fp32")) == ""        # the plan counts 16-bit training
+    assert plan_row(SmokeOptions(mode="zero3", precision="bf16", lora=True, model="/m")) == ""
+    assert plan_row(SmokeOptions(mode="ddp", precision="bf16", lora=True, model="/m")) == "lora"
+
+
+def test_auto_warmup_is_at_least_one_step():
+    raw = config("ds_z2_config.json")
+    raw["scheduler"] = {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}}
+    final, _ = resolve(raw, world=1, micro_batch=8, grad_accum=1, clip=1.0, lr=1e-3, steps=10, hidden=64, cuda=False,
+                       bf16_supported=False)
+    assert final["scheduler"]["params"]["warmup_num_steps"] == 1

@@ -23,6 +23,7 @@ from clustercheck.node import NodeLayer
 from clustercheck.node.judges import judge_nodes
 from clustercheck.node.probe import Probed, ProbeOptions
 from clustercheck.options import opt
+from clustercheck.probe.env_probe import PACKAGES
 from clustercheck.result import Finding, Status, worst
 from clustercheck.stage import Stage, StageResult
 
@@ -40,9 +41,9 @@ class EnvOptions:
     shared_dir: Optional[str] = opt("--shared-dir", help="A directory meant for data or checkpoints: say whether it "
                                                          "is one filesystem for every node or a disk per node.")
 
-    required: Sequence[str] = opt("--require", multiple=True, default=(), metavar="PACKAGE",
-                                  help="A Python package every node must have (repeat it): preflight asks for "
-                                       "transformers with --model, peft with --lora.")
+    required: Sequence[str] = opt("--require", multiple=True, default=(), type=click.Choice(PACKAGES),
+                                  help="A Python package every node must have (repeat it; the ones the probe reads): "
+                                       "preflight asks for transformers with --model, peft with --lora.")
 
     def probe(self) -> ProbeOptions:
         return ProbeOptions(timeout_s=self.timeout_s, workdir=self.workdir, deep=self.deep)

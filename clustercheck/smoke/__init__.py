@@ -16,7 +16,7 @@ from clustercheck.smoke import render
 from clustercheck.smoke.gather import SmokeFacts, SmokeOptions, gather_smoke
 from clustercheck.smoke.rules import LORA_MIN_LOSS_DROP, MIN_LOSS_DROP, judge_smoke
 from clustercheck.stage import Stage, StageResult
-from reference_train.dsconfig import ConfigError, mode_of, read
+from reference_train.dsconfig import ConfigError, mode_of, read, resolve
 
 
 class SmokeStage(Stage):
@@ -36,7 +36,10 @@ class SmokeStage(Stage):
             raise InputError("--lora needs --model (the model directory to adapt)", "command line")
         if options.deepspeed:   # read here: a bad config is bad input before any node is reached
             try:
-                options.mode = mode_of(read(options.deepspeed))
+                config = read(options.deepspeed)
+                options.mode = mode_of(config)
+                resolve(config, world=None, micro_batch=options.micro_batch, grad_accum=1, clip=1.0, lr=3e-3,
+                        steps=options.steps, hidden=64, cuda=False, bf16_supported=False)
             except ConfigError as exc:
                 raise InputError(str(exc).removeprefix(f"{options.deepspeed}: "), options.deepspeed) from None
 

@@ -109,7 +109,9 @@ class SmokeFacts:
 
 
 def trainer_args(options: SmokeOptions, save_dir: str, resume: bool = False) -> List[str]:
-    args = ["--mode", options.mode, "--preset", options.preset, "--steps", str(options.steps),
+    # with --deepspeed the trainer takes the mode from the config (zero0, zero2-offload: not --mode choices)
+    args = [*(["--mode", options.mode] if not options.deepspeed else []), "--preset", options.preset,
+            "--steps", str(options.steps),
             *(["--model", options.model, "--seq-len", str(options.seq_len)] if options.model else []),
             *(["--deepspeed", USER_DS_CONFIG] if options.deepspeed else []),
             *(["--lora", "--lora-rank", str(options.lora_rank)] if options.lora else []),
@@ -139,7 +141,7 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         if facts.problems:
             return facts
         facts.shape, facts.shape_problem = model_shape(cluster, nodes[0], options.model)
-        facts.plan_mode = "lora" if options.lora else {"zero0": "ddp"}.get(options.mode, options.mode)
+        facts.plan_mode = plan_row(options)
         facts.workload = Workload(seq_len=options.seq_len, micro_batch=options.micro_batch, checkpointing=False,
                                   lora_rank=options.lora_rank)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, choose_backend(probed, "auto") == "nccl")
@@ -201,3 +203,25 @@ def model_shape(cluster: Cluster, node: Node, model: str) -> "tuple[Optional[Sha
         return parse_config(result.stdout, f"{node.name}:{path}"), ""
     except InputError as exc:
         return None, str(exc)
+
+
+def plan_row(options: SmokeOptions) -> str:
+    """The memory plan's row for this run ("" where the plan has none: no claim is made).
+
+    The plan counts 16-bit training (clustercheck/memory.py): an fp32 run has no row. LoRA's row is
+    the frozen base on every GPU, as under DDP; ZeRO-3 offload's, the parameters offloaded too."""
+    if options.deepspeed:
+        from reference_train.dsconfig import precision, read
+        config = read(options.deepspeed)
+        half = precision(config) != "fp32" or any((config.get(k) or {}).get("enabled") == "auto"
+                                                   for k in ("bf16", "fp16"))
+        zero = config.get("zero_optimization") or {}
+        if options.mode == "zero3-offload" and (zero.get("offload_param") or {}).get("device") not in ("cpu", "nvme"):
+            return ""
+    else:
+        half = options.precision in ("bf16", "fp16")
+    if not half:
+        return ""
+    if options.lora:
+        return "lora" if options.mode in ("ddp", "zero0", "zero1", "zero2") else ""
+    return {"zero0": "ddp"}.get(options.mode, options.mode)

@@ -33,7 +33,9 @@ STRAGGLER_STEP_SHARE = 0.2   # ... by more than this share of the step time
 
 
 def _precision_key(stage: LaunchResult) -> str:
-    if stage.config.get("precision") in ("bf16", "fp16"):
+    ds = next(iter(stage.events("deepspeed_config")), None)   # --deepspeed: what "auto" resolved to decides
+    used = ds.get("precision") if ds else stage.config.get("precision")
+    if used in ("bf16", "fp16"):
         return "half"
     return (stage.start or {}).get("backend", "gloo")
 
@@ -242,7 +244,7 @@ def memory_plan(facts: SmokeFacts) -> List[Finding]:
     if facts.shape_problem and on_gpus:
         return [Finding("smoke.plan", Status.UNKNOWN, f"could not plan the run's memory: {facts.shape_problem}", [],
                         "check the model's config.json on the nodes", [])]
-    if facts.shape is None or facts.workload is None:
+    if facts.shape is None or facts.workload is None or not facts.plan_mode:
         return []
     finding = mode_fit(facts.shape, facts.probed, facts.plan_mode, facts.workload)
     return [finding] if finding else []
