@@ -12,6 +12,7 @@ from clustercheck import __version__, interrupt
 from clustercheck.commands.bench import bench
 from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
+from clustercheck.commands.launch import launch
 from clustercheck.commands.net import net
 from clustercheck.commands.plan import plan
 from clustercheck.commands.preflight import preflight
@@ -37,6 +38,7 @@ cli.add_command(preflight)
 cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(net)
+cli.add_command(launch)
 cli.add_command(plan)
 cli.add_command(run)
 cli.add_command(sandbox)

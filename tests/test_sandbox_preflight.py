@@ -62,9 +62,12 @@ def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
     text = check_markdown(path[:-5] + ".md")
     assert text.startswith("# READY (")
     for section in ("## Findings", "## Stages", "## Versions and settings", "## Network", "## Bandwidth",
-                    "## Training"):
+                    "## Training", "## How to launch"):
         assert section in text
     assert "`clustercheck smoke " in text and doc["version"]
+    first = box.nodes[0]
+    assert doc["launch"]["ready"] and doc["launch"]["spec"]["master_addr"] == first.addr
+    assert f"--node-rank 2 --master-addr {first.addr} --master-port 29500" in text
     assert gone("entry.py --mode") and gone("clustercheck_bench_worker")
 
 
@@ -94,9 +97,11 @@ def test_a_drifted_package_is_the_first_finding_and_diff_shows_exactly_it(box, t
 
 def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):
     faults.drop_port(box, box.nodes[0].name, 29500)
-    proc, doc, _ = preflight(box, tmp_path, "port")
+    proc, doc, path = preflight(box, tmp_path, "port")
     assert proc.returncode == EXIT_FAIL
     assert first_problem(doc)["check"] == "net.master.reach"
+    assert not doc["launch"]["ready"] and "29500" in doc["launch"]["reason"]
+    assert "Not ready to launch: FAIL" in open(path[:-5] + ".md").read()
     assert doc["stages"]["bench"]["status"] == "SKIPPED"
     assert "collectives would hang" in doc["stages"]["bench"]["skipped"]
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import asdict
 from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from clustercheck import __version__
+from clustercheck import __version__, recipe
 from clustercheck.inventory import fold
 from clustercheck.render import cell
 from clustercheck.result import Status, sort_findings, verdict_line
@@ -35,6 +36,9 @@ def to_json(stages: Sequence[Stage], run: RunResult, command: str) -> Dict:
                                "wall_s": round(s.wall_s, 2), "command": s.command} for s in run.stages}}
     for stage, result in _ran(stages, run):
         doc.update(stage.report_json(result))
+    spec, reason = recipe.from_run(run)
+    doc["launch"] = {"ready": spec is not None, "reason": reason or None,
+                     "spec": asdict(spec) if spec else None}
     return doc
 
 
@@ -58,6 +62,8 @@ def render_markdown(stages: Sequence[Stage], run: RunResult, command: str, image
                                       headers=["stage", "result", "time", "reproduce with"], tablefmt="github"), ""]
     for stage, result in _ran(stages, run):
         out += stage.report_section(result, images.get(stage.name, []))
+    if any(s.name == "net" and s.ran for s in run.stages):
+        out += recipe.markdown(run)
     out += ["---", f"clustercheck {__version__}", ""]
     return "\n".join(out)
 
