@@ -221,16 +221,18 @@ def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:
 NEEDED_BY = {"transformers": "--model", "peft": "--lora"}
 
 
-def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, str]:
-    """Nodes without the packages a run needs (the probe read every node's installed packages), and why."""
-    problems = {}
-    for p in probed:
-        missing = [name for name in wanted if p.facts and not get(p.facts, "packages", "versions", name)]
-        if missing:
-            flags = " and ".join(NEEDED_BY[name] for name in missing if name in NEEDED_BY)
-            problems[p.name] = (f"{' and '.join(missing)} not installed for {interpreter(p.node)}"
-                                + (f" (needed by {flags})" if flags else ""))
-    return problems
+def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, List[str]]:
+    """Nodes without some of the packages a run needs (the probe read every node's installed packages): which."""
+    missing = {p.name: [name for name in wanted if not get(p.facts, "packages", "versions", name)]
+               for p in probed if p.facts}
+    return {node: names for node, names in missing.items() if names}
+
+
+def missing_text(names: Sequence[str], python: str = "") -> str:
+    """"transformers and peft not installed for PYTHON (needed by --model and --lora)"."""
+    flags = " and ".join(NEEDED_BY[name] for name in names if name in NEEDED_BY)
+    return (f"{' and '.join(names)} not installed" + (f" for {python}" if python else "")
+            + (f" (needed by {flags})" if flags else ""))
 
 
 def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:

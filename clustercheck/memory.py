@@ -54,7 +54,6 @@ from typing import Dict, List, Optional
 
 from clustercheck.errors import InputError
 
-STATE_BYTES = {"p16": 2, "g16": 2, "g32": 4, "p32": 4, "adam": 8}
 NF4_BYTES = 4.127 / 8          # QLoRA, section 3: 4-bit NF4 + 0.127 bits of double-quantised constants
 OFFLOAD_BUFFER = 1.5           # DeepSpeed's additional_buffer_factor for host memory
 LORA_TARGETS_ALL = ("q", "k", "v", "o", "gate", "up", "down")

@@ -84,16 +84,14 @@ class PlanOptions:
 
     def with_nodes(self, probed: Sequence[Probed]) -> "PlanOptions":
         """The gaps filled from the node layer's documents: the smallest node sets the plan."""
-        found = [gpus(p.facts) for p in probed if p.facts]
-        if not found or not any(found):
+        smallest = smallest_node(probed)
+        if not smallest.nodes or not any(smallest.gpu_lists):
             raise InputError("the nodes report no NVIDIA GPU: give --gpus-per-node and --gpu-mem", "command line")
         return replace(
-            self, gpus_per_node=self.gpus_per_node or min(len(g) for g in found),
-            gpu_mem_gib=self.gpu_mem_gib or min(x.get("memory_mib") or 0 for g in found for x in g) / 1024,
-            num_nodes=self.num_nodes or len(found),
-            cpu_mem_gib=self.cpu_mem_gib or min(get(p.facts, "host", "mem_total_bytes", default=0)
-                                                for p in probed if p.facts) / 2 ** 30)
-
+            self, gpus_per_node=self.gpus_per_node or smallest.gpus,
+            gpu_mem_gib=self.gpu_mem_gib or smallest.gpu_bytes / 2 ** 30,
+            num_nodes=self.num_nodes or smallest.nodes,
+            cpu_mem_gib=self.cpu_mem_gib or smallest.host_bytes / 2 ** 30)
 
     def shape(self) -> Shape:
         shape = read_config(self.model) if self.model else assumed_shape(parse_count(self.params, "--params"))
@@ -104,6 +102,27 @@ class PlanOptions:
     def workload(self) -> Workload:
         return Workload(seq_len=self.seq_len, micro_batch=self.micro_batch, checkpointing=self.checkpointing,
                         lora_rank=self.lora_rank)
+
+
+@dataclass
+class Smallest:
+    """What the probed nodes have, the smallest of each: the plan must fit every node."""
+
+    gpu_lists: List[List]     # each probed node's GPUs
+    gpus: int                 # per node
+    gpu_bytes: float          # of one GPU
+    host_bytes: float         # of one node (0: not read)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.gpu_lists)
+
+
+def smallest_node(probed: Sequence[Probed]) -> Smallest:
+    found = [gpus(p.facts) for p in probed if p.facts]
+    return Smallest(found, min((len(g) for g in found), default=0),
+                    min((x.get("memory_mib") or 0 for g in found for x in g), default=0) * 2 ** 20,
+                    min((get(p.facts, "host", "mem_total_bytes") or 0 for p in probed if p.facts), default=0))
 
 
 def plan_text(options: PlanOptions) -> "tuple[str, int]":
@@ -167,14 +186,14 @@ def sharding_violations(rows: List[ModeNeed]) -> List[str]:
 
 def mode_fit(shape: Shape, probed: Sequence[Probed], mode: str, work: Workload) -> Optional[Finding]:
     """Does the run's mode fit the GPUs the nodes really have (the smallest sets it)? None on a CPU run."""
-    found = [gpus(p.facts) for p in probed if p.facts]
-    if not found or not all(found):
+    smallest = smallest_node(probed)
+    if not smallest.nodes or not all(smallest.gpu_lists):
         return None
-    memory = min(x.get("memory_mib") or 0 for g in found for x in g) * 2 ** 20
+    memory = smallest.gpu_bytes
     if not memory:
         return Finding("smoke.plan", Status.UNKNOWN, "could not plan the run's memory: the GPUs' memory was not read",
                        [], "run `clustercheck env` to see what the probe read", [])
-    rows = by_mode(needs(shape, min(len(g) for g in found), len(found), work))
+    rows = by_mode(needs(shape, smallest.gpus, smallest.nodes, work))
     row = rows.get(mode)
     if row is None:   # a mode the plan has no row for (zero1-offload, optimizer-only ZeRO-3 offload): no claim
         return None
@@ -183,7 +202,7 @@ def mode_fit(shape: Shape, probed: Sequence[Probed], mode: str, work: Workload) 
             f"{gib(row.activation_bytes)} activations at {work.seq_len} tokens x micro-batch {work.micro_batch}) "
             f"of the smallest GPU's {gib(memory)} GiB")
     evidence = [f"model: {shape.source}"]
-    host = min((get(p.facts, "host", "mem_total_bytes") or 0) for p in probed if p.facts)
+    host = smallest.host_bytes
     if row.cpu_bytes and (not host or row.cpu_bytes > host):
         return Finding("smoke.plan", Status.WARN if host else Status.UNKNOWN,
                        f"memory plan: {mode} needs {gib(row.cpu_bytes)} GiB of host memory per node" +

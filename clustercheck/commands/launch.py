@@ -7,10 +7,9 @@ import click
 from clustercheck import recipe
 from clustercheck.env import EnvOptions, EnvStage
 from clustercheck.errors import InputError
-from clustercheck.launch import DEFAULT_RDZV_PORT
 from clustercheck.net import NetStage
-from clustercheck.net.gather import DEFAULT_MASTER_PORT, NetOptions
-from clustercheck.options import ClusterOptions, cluster_options, from_params
+from clustercheck.net.gather import NetOptions
+from clustercheck.options import ClusterOptions, click_options, cluster_options, from_params
 from clustercheck.output import check
 from clustercheck.result import Status
 
@@ -21,18 +20,15 @@ from clustercheck.result import Status
 @click.option("--args", "script_args", default="", help="Its arguments, one string (quoted as a shell would).")
 @click.option("--llamafactory-config", default="train.yaml", show_default=True,
               help="The LLaMA-Factory YAML for its command lines.")
-@click.option("--master-port", type=click.IntRange(1, 65535), default=DEFAULT_MASTER_PORT, show_default=True)
-@click.option("--rdzv-port", type=click.IntRange(1, 65535), default=DEFAULT_RDZV_PORT, show_default=True)
-@click.option("--attempt-timeout", "attempt_timeout_s", type=click.FloatRange(0.1, 60), default=3.0, show_default=True,
-              help="Seconds before an unanswered connection counts as filtered (net).")
+@click_options(NetOptions)
 @click.option("--json", "as_json", is_flag=True, help="The launch facts and commands as JSON.")
-def launch(script, script_args, llamafactory_config, master_port, rdzv_port, attempt_timeout_s, as_json, **params):
+def launch(script, script_args, llamafactory_config, as_json, **params):
     """The exact commands to launch your job on a verified cluster.
 
     Runs env and net, then prints torchrun (one line per node, and one srun line for
     Slurm), a DeepSpeed hostfile and command, LLaMA-Factory's environment and an
     accelerate config, with MASTER_ADDR, the ports and the interface that were verified.
-    Refuses, with the reason, when env or net did not pass.
+    Refuses, with the reason, when env or net did not pass. net's options apply to its run.
 
     \b
     Example:
@@ -44,8 +40,7 @@ def launch(script, script_args, llamafactory_config, master_port, rdzv_port, att
         args = shlex.split(script_args)
     except ValueError as exc:
         raise InputError(f"--args is not a shell word list ({exc})", "command line", value=script_args) from None
-    stages = [EnvStage(EnvOptions()), NetStage(NetOptions(master_port=master_port, rdzv_port=rdzv_port,
-                                                                 attempt_timeout_s=attempt_timeout_s))]
+    stages = [EnvStage(EnvOptions()), NetStage(from_params(NetOptions, params))]
     run = check(stages, from_params(ClusterOptions, params),
                 progress=lambda stage, text: click.echo(f"[launch] {stage}: {text}", err=True))
     spec, reason = recipe.from_run(run)

@@ -129,13 +129,13 @@ def required_packages(probed: Sequence[Probed], required: Sequence[str]) -> List
     """One finding per missing package set, its nodes folded; an OK line names what every node has."""
     if not required:
         return []
-    by_problem: Dict[str, List[str]] = {}
-    for node, problem in missing_packages(probed, required).items():
-        by_problem.setdefault(problem.split(" for ")[0], []).append(node)
-    findings = [Finding("env.required", Status.FAIL, f"{what} on {fold(nodes)}", [],
+    by_missing: Dict[tuple, List[str]] = {}
+    for node, names in missing_packages(probed, required).items():
+        by_missing.setdefault(tuple(names), []).append(node)
+    findings = [Finding("env.required", Status.FAIL, f"{' and '.join(names)} not installed on {fold(nodes)}", [],
                         "install with each node's interpreter (`<python> -m pip install "
                         f"{' '.join(required)}`), the same version everywhere", nodes)
-                for what, nodes in by_problem.items()]
+                for names, nodes in by_missing.items()]
     reached = [p.name for p in probed if p.facts is not None]
     if not findings and reached:
         findings.append(Finding("env.required", Status.OK, f"{', '.join(required)} installed on all {len(reached)} "

@@ -26,13 +26,14 @@ from clustercheck.launch import (
     LaunchResult,
     choose_backend,
     missing_packages,
+    missing_text,
     ranks_per_node,
     readiness_problems,
     run_torchrun,
     ship,
 )
 from clustercheck.memory import Shape, Workload, parse_config
-from clustercheck.node.probe import Probed
+from clustercheck.node.probe import Probed, interpreter
 from clustercheck.options import opt
 from clustercheck.transport.base import Outcome
 
@@ -93,6 +94,7 @@ class SmokeFacts:
     stage: Optional[LaunchResult] = None      # the training run
     resume: Optional[LaunchResult] = None     # the same run resumed from its checkpoint, in fresh processes
     problems: Dict[str, str] = field(default_factory=dict)
+    lacking: Dict[str, List[str]] = field(default_factory=dict)   # node -> packages --model / --lora need
     save_dir: str = ""
     shape: Optional[Shape] = None             # --model: its config.json, read on the first node
     shape_problem: str = ""
@@ -133,7 +135,10 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     """probed: the node layer's documents (interpreter, torch, GPUs, training interface)."""
     facts = SmokeFacts(list(nodes), probed)
     facts.problems = readiness_problems(probed)
-    facts.problems.update(missing_packages(probed, required_packages(options)))
+    facts.lacking = missing_packages(probed, required_packages(options))
+    for p in probed:
+        if p.name in facts.lacking:
+            facts.problems[p.name] = missing_text(facts.lacking[p.name], interpreter(p.node))
     if facts.problems:
         return facts
     if options.model:

@@ -208,9 +208,8 @@ def cannot_take_part(facts: SmokeFacts) -> List[Finding]:
             by_problem.setdefault(problem, []).append(node)
     findings = []
     for problem, nodes in by_problem.items():
-        missing = "not installed for" in problem and ("transformers" in problem or "peft" in problem)
         remedy = ("install it with that interpreter on those nodes (`<python> -m pip install transformers peft`), "
-                  "or leave out --model / --lora" if missing else
+                  "or leave out --model / --lora" if set(nodes) <= set(facts.lacking) else
                   "run `clustercheck env`: the interpreter, torch and SSH must work on every node")
         findings.append(Finding("smoke.node", Status.FAIL, f"{fold(nodes)} cannot take part: {problem}", [],
                                 remedy, nodes))
