@@ -20,6 +20,7 @@ from clustercheck.commands.run import run
 from clustercheck.commands.sandbox import sandbox
 from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
+from clustercheck.commands.stacks import stacks
 from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
 
 
@@ -45,6 +46,7 @@ cli.add_command(sandbox)
 cli.add_command(sbatch)
 cli.add_command(diff)
 cli.add_command(smoke)
+cli.add_command(stacks)
 
 
 def main(argv=None) -> None:

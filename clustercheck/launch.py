@@ -21,12 +21,19 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.fanout import Cluster
+from clustercheck.forensics import Forensics, judge_stacks
 from clustercheck.inventory import Node
 from clustercheck.node.facts import get, gpu_count, training_interface
 from clustercheck.node.probe import Probed, interpreter
+from clustercheck.stacks import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
 
 FAILURE_GRACE_S = 15.0
+PROGRESS_EVENTS = ("step", "row", "round", "resumed")   # a rank moved on: the stall window starts again
+PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no stall until the next progress
+FORENSICS_TIMEOUT_S = 25.0
+FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+                   "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
 DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint): net tests it, bench and smoke use it
 _SWEEP = ("import os,sys\n"
           "tag=sys.argv[1].encode()\n"
@@ -60,6 +67,9 @@ class LaunchResult:
     wall_s: float
     config: Dict
 
+    stalled_s: Optional[float] = None    # stopped after this long without progress (None: it did not stall)
+    forensics: Optional[Forensics] = None  # who was stuck where, from the stacks taken before it was stopped
+
     def events(self, kind: str) -> List[Dict]:
         return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
 
@@ -81,6 +91,7 @@ class Launch:
     timeout_s: float
     env: Dict[str, str] = field(default_factory=dict)
     config: Dict = field(default_factory=dict)   # recorded with the stage
+    stall_s: Optional[float] = None              # no progress for this long (once there was some): a hang
 
 
 def forwarded_env() -> Dict[str, str]:
@@ -91,8 +102,10 @@ def forwarded_env() -> Dict[str, str]:
 def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
                      run_id: str) -> str:
     tag = f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
-    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **forwarded_env(),
-           **launch.env}
+    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **FLIGHT_RECORDER,
+           "TORCH_FR_DUMP_TEMP_FILE": os.path.join(os.path.dirname(launch.script_paths[node.name]), "hang",
+                                                   "flight_recorder_rank_"),
+           **forwarded_env(), **launch.env}
     if ifname:
         env.setdefault("GLOO_SOCKET_IFNAME", ifname)
         env.setdefault("NCCL_SOCKET_IFNAME", ifname)
@@ -131,9 +144,31 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             run = runs[node.name]
             run.error, run.lost, run.exit_code, run.ended_s = exc.detail, True, -1, 0.0
 
+    clock = {"last": None, "paused": False, "longest": 0.0}   # progress: when, and the longest gap seen
+
+    def moved(kind) -> None:
+        now = time.monotonic()
+        if kind in PROGRESS_EVENTS:
+            if clock["last"] is not None and not clock["paused"]:
+                clock["longest"] = max(clock["longest"], now - clock["last"])
+            clock["last"], clock["paused"] = now, False
+        elif kind in PAUSE_EVENTS:
+            clock["paused"] = True
+        elif clock["last"] is not None:
+            clock["last"] = now
+
+    def stalled() -> Optional[float]:
+        """Seconds without progress once past the window (3x the longest gap seen, if longer), else None."""
+        if not launch.stall_s or clock["last"] is None or clock["paused"]:
+            return None
+        quiet = time.monotonic() - clock["last"]
+        return quiet if quiet > max(launch.stall_s, 3 * clock["longest"]) else None
+
+    halt = threading.Event()   # the run stalled: what ends now is the tool's doing, not the run's
+
     def follow(node: Node) -> None:
         run, handle = runs[node.name], handles[node.name]
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not halt.is_set():
             line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
             if line is not None:
                 try:
@@ -142,6 +177,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                     continue
                 if isinstance(event, dict):
                     run.events.append(event)
+                    moved(event.get("event"))
                     if progress:
                         progress(node.name, event)
                 continue
@@ -154,6 +190,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes if n.name in handles]
     for thread in threads:
         thread.start()
+    stalled_s = forensics = None
     try:
         # Once a node has failed, the others get FAILURE_GRACE_S to fail too (with their own error
         # lines); ranks still waiting on the dead one would otherwise hang until the deadline.
@@ -163,7 +200,17 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                 for run in runs.values():
                     run.cut_short = run.exit_code is None
                 break
+            stalled_s = stalled()
+            if stalled_s is not None:
+                halt.set()
+                break
             time.sleep(0.2)
+        hung = [n for n in nodes if n.name in handles and runs[n.name].exit_code is None
+                and not runs[n.name].cut_short]
+        if hung:   # stalled, or still running at the deadline: before anything is killed, where is each rank?
+            if progress:
+                progress(hung[0].name, {"event": "stalled", "quiet_s": stalled_s, "nodes": [n.name for n in hung]})
+            forensics = take_forensics(cluster, hung, launch, run_id, sum(launch.nproc[n.name] for n in hung))
     finally:
         for node_name, handle in handles.items():
             runs[node_name].stderr = handle.stop()
@@ -171,7 +218,23 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             runs[node_name].stderr_tail = tail[-40:]
             if runs[node_name].exit_code != 0:
                 runs[node_name].error = runs[node_name].error or telling_line(tail)
-    return LaunchResult(launch.name, runs, time.monotonic() - started, launch.config)
+    return LaunchResult(launch.name, runs, time.monotonic() - started, launch.config, stalled_s, forensics)
+
+
+def stalled_text(event: Dict) -> str:
+    """The progress line of a run about to be stopped: what happens in the seconds before it is."""
+    why = (f"no progress for {event['quiet_s']:.0f} s" if event.get("quiet_s") is not None
+           else "still running at the deadline")
+    return f"{why}: taking every rank's stack on {len(event.get('nodes') or [])} node(s) before stopping the run"
+
+
+def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_id: str, ranks: int) -> Forensics:
+    """Every rank's stack, state and last collective on these nodes, judged: which ranks are odd."""
+    commands = {n.name: probe_command(n, tag=f"{run_id}.{n.name}", wait_s=3.0,
+                                      hang_dir=os.path.join(os.path.dirname(launch.script_paths[n.name]), "hang"))
+                for n in nodes}
+    stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
+    return judge_stacks(stacks, unreached, ranks)
 
 
 def telling_line(lines: List[str]) -> str:

@@ -44,6 +44,7 @@ from checks import (  # noqa: E402
 )
 from data import ByteWindows, TokenWindows, generated_corpus, load_text  # noqa: E402
 from dsconfig import ConfigError, mode_of, offloads, own_schedule, precision, read, resolve  # noqa: E402
+import hang  # noqa: E402
 from hf import LORA_TARGETS  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 
@@ -331,8 +332,11 @@ def main(argv=None):
             args.mode = mode_of(read(args.deepspeed))
         except ConfigError as exc:
             raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
+    hang.install()   # clustercheck asks stuck ranks for their stacks and last collectives
+    hang.phase("joining the process group")
     device, backend = setup_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
+    hang.phase("building the model")
     torch.manual_seed(args.seed)   # the same initial weights on every rank
     model = make_model(args)
     text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
@@ -370,6 +374,7 @@ def main(argv=None):
     if step:
         log({"event": "resumed", "step": step})
     logged_step = resumed_at = step
+    hang.phase("training")
     if os.environ.get("CLUSTERCHECK_TEST_STDERR_BYTES"):
         loud(int(os.environ["CLUSTERCHECK_TEST_STDERR_BYTES"]))
     # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
@@ -408,6 +413,7 @@ def main(argv=None):
             optimizer.zero_grad(set_to_none=True)
         clock.steps.append(clock.now() - step_start)
         step += 1
+        hang.step(step)
         nonfinite = first_nonfinite(float(total), step, nonfinite)
         logging_step = step % args.log_every == 0 or step == args.steps
         compared = step <= args.reference_steps or step > args.losses_after >= 0
@@ -425,9 +431,12 @@ def main(argv=None):
                  "peak_mem_mb": round(peak_memory_mb(device), 1)})
             window_start, logged_step = now, step
         if args.save_dir and (step == args.save_at or (args.save_every and step % args.save_every == 0)):
+            log({"event": "saving", "step": step})   # silent while it writes: not a stall
+            hang.phase("saving a checkpoint")
             save(args, args.save_dir, step, module, optimizer, engine)
+            hang.phase("training")
     elapsed = time.time() - started
-
+    hang.phase("comparing ranks")
     agree = ranks_agree(weights_checksum(args, module, engine), device) if args.mode == "ddp" else None
     found = [(s, value, r) for r, item in enumerate(gather(nonfinite)) if item for s, value in [item]]
     ranks = gather(clock.stats(samples_per_step, tokens_per_step // world))

@@ -70,7 +70,7 @@ def clustercheck(*args, timeout=120, **kwargs):
 
 
 def leftover(pattern: str) -> int:
-    """How many processes on this host (every node shares its pid space) match pattern."""
+    """How many processes on this host match pattern (the host sees every node's processes)."""
     out = subprocess.run(["pgrep", "-fc", pattern], capture_output=True, text=True).stdout.strip()
     return int(out or 0)
 

@@ -6,7 +6,7 @@ import os
 import sys
 
 from clustercheck.errors import EXIT_FAIL
-from tests.conftest import clustercheck
+from tests.conftest import clustercheck, gone
 
 
 def smoke(*args, **env):
@@ -30,3 +30,18 @@ def test_a_nan_is_named_as_a_nan_with_its_step_and_rank():
     assert code == EXIT_FAIL
     [finding] = [f for f in doc["findings"] if f["status"] == "FAIL"]
     assert finding["check"] == "smoke.nan" and finding["summary"].startswith("the loss became NAN at step 5 on rank 1")
+
+
+def test_a_frozen_rank_is_named_with_where_the_other_waits_and_nothing_is_left():
+    """Rank 1 stops itself (SIGSTOP) after step 30: the stall window, not the deadline, ends the run;
+    the verdict names that rank as stopped and rank 0 as waiting in an all_reduce of step 30."""
+    code, doc = smoke("--mode", "ddp", "--steps", "200", "--stall-window", "8", "--timeout", "300",
+                      CLUSTERCHECK_TEST_FREEZE_AT="30:1")
+    assert code == EXIT_FAIL
+    [finding] = [f for f in doc["findings"] if f["status"] == "FAIL"]
+    assert finding["check"] == "smoke.hang", finding
+    assert finding["summary"].startswith("training failed on localhost (rank 1): no progress for "), finding
+    assert "rank 1 on localhost is stopped (SIGSTOP or a debugger)" in finding["summary"], finding
+    assert "waits in all_reduce #" in finding["summary"] and "(step 30)" in finding["summary"], finding
+    assert any(line.startswith("rank 1 on localhost is stopped") for line in finding["evidence"]), finding
+    assert gone("reference_train|clustercheck_hang|train.py", within_s=5)

@@ -19,6 +19,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import click
 
+import reference_train
+
 from clustercheck.bench.expected import Expected, published
 from clustercheck.bench.figures import BenchFigures, compute_figures
 from clustercheck.bench.table import COLLECTIVES, bandwidths
@@ -34,6 +36,7 @@ from clustercheck.launch import (
     readiness_problems,
     run_torchrun,
     ship,
+    stalled_text,
 )
 from clustercheck.node.probe import Probed
 from clustercheck.options import opt
@@ -41,6 +44,7 @@ from clustercheck.rounds import round_limit
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 ROUNDS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rounds.py")
+HANG_HOOK = os.path.join(os.path.dirname(os.path.abspath(reference_train.__file__)), "hang.py")
 GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=20, warmup=5)
 NCCL_DEFAULTS = dict(min_bytes=8, max_bytes=2 ** 30, step_factor=2, iters=20, warmup=5)
 
@@ -108,6 +112,10 @@ class BenchOptions:
                          help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(5),
                            help="Deadline in seconds for each launch (start, rendezvous, sweep).")
+    stall_s: float = opt("--stall-window", default=30.0, type=click.FloatRange(5),
+                         help="Once results come, this long without one (or 3x the longest gap seen) is a hang: "
+                              "every rank's stack is taken and the odd ranks named before the run is stopped. Keep "
+                              "it below --op-timeout, which ends a stuck collective.")
     op_timeout_s: float = opt("--op-timeout", default=60.0, type=click.FloatRange(1),
                               help="Deadline for one collective inside torch.distributed.")
     pairwise: str = opt("--pairwise", default="auto", type=click.Choice(PAIR_MODES), is_flag=False,
@@ -198,7 +206,8 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     facts.expected = expected_figure(options, configured, probed, facts.backend)
     facts.nproc = ranks_per_node(probed, options.nproc_per_node, facts.backend == "nccl")
     files = {}
-    for name, path in (("clustercheck_bench_worker.py", WORKER), ("clustercheck_rounds.py", ROUNDS)):
+    for name, path in (("clustercheck_bench_worker.py", WORKER), ("clustercheck_rounds.py", ROUNDS),
+                       ("clustercheck_hang.py", HANG_HOOK)):
         with open(path, "rb") as handle:
             files[name] = handle.read()
     placed = ship(cluster, nodes, files, facts.problems)
@@ -211,7 +220,7 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         env = {"NCCL_ALGO": "Ring"} if options.ring else {}  # on 2 nodes NCCL may pick tree: above the fabric
         facts.stages.append(run_torchrun(cluster, nodes, probed, Launch(
             "torchrun", paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
-            options.timeout_s, env, config), progress))
+            options.timeout_s, env, config, stall_s=options.stall_s), progress))
     return facts
 
 
@@ -245,6 +254,8 @@ def progress_text(event: Dict) -> Optional[str]:
         return f"pair rounds done after {event['rounds']}: {found}"
     if kind == "budget":
         return f"{event['stage']} stopped early: {event['reason']}"
+    if kind == "stalled":
+        return stalled_text(event)
     return None
 
 

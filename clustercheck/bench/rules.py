@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 from clustercheck.bench.baseline import Baseline, by_size, compare
 from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.table import PLACEMENTS, peak
+from clustercheck.forensics import REMEDY_HANG, hang_report
 from clustercheck.inventory import fold
 from clustercheck.launch import LaunchResult
 from clustercheck.result import Finding, Status
@@ -69,7 +70,8 @@ def stage_outcome(stage: LaunchResult, timeout_s: float) -> List[Finding]:
     for node, run in runs.items():
         state = ("connection lost (node down?)" if run.lost else
                  "stopped after another node failed" if run.cut_short else
-                 f"still running after {timeout_s:g} s, killed" if run.exit_code is None else
+                 (f"no progress for {stage.stalled_s:.0f} s, killed" if stage.stalled_s is not None else
+                  f"still running after {timeout_s:g} s, killed") if run.exit_code is None else
                  f"exit {run.exit_code}" if run.exit_code else "finished")
         evidence.append(f"{node} (ranks {_ranks_text(ranks.get(node, []))}): {state}"
                         + (f": {run.error}" if run.error and run.exit_code != 0 else ""))
@@ -79,6 +81,11 @@ def stage_outcome(stage: LaunchResult, timeout_s: float) -> List[Finding]:
     if lost:
         culprits = lost
         summary = f"{stage.name} failed: {fold(lost)} went down mid-run; the other ranks stopped with it"
+    elif hung and (stage.forensics or stage.stalled_s is not None):
+        text, stacks, odd, _ = hang_report(stage.stalled_s, stage.forensics, timeout_s)
+        culprits, evidence = odd or hung, stacks + evidence
+        summary = f"{stage.name} hung: {text}"
+        return [Finding(f"bench.{stage.name}", Status.FAIL, summary, evidence, REMEDY_HANG, culprits)]
     elif hung and len(hung) < len(runs):
         culprits = hung
         summary = f"{stage.name} failed: ranks on {fold(hung)} did not finish within {timeout_s:g} s"

@@ -25,6 +25,11 @@ import torch
 import torch.distributed as dist
 from clustercheck_rounds import Isolation, exchange_gbps, round_robin
 
+try:
+    import clustercheck_hang as hang   # the trainer's hang hook, shipped beside this file
+except ImportError:   # run by hand without it
+    hang = None
+
 DTYPES = {"float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -170,6 +175,8 @@ def sweep(harness, config):
                 slowest = max(slowest, once)
             if harness.rank == 0:
                 emit(row)
+            if hang:
+                hang.step(size)
         following = size * config["step_factor"] if config["step_factor"] > 1 else size + config["step_bytes"]
         [spent] = harness.agreed(time.monotonic() - started)
         reason = None
@@ -306,6 +313,9 @@ def confirmation_rounds(measured, nodes):
 
 def main():
     die_with_parent()
+    if hang:
+        hang.install()
+        hang.phase("joining the process group")
     config = json.loads(sys.argv[1])
     if config.get("backend") in (None, "auto"):
         config["backend"] = "nccl" if torch.cuda.is_available() else "gloo"
@@ -329,6 +339,8 @@ def main():
     probe = torch.ones(1, device=harness.device)
     dist.all_reduce(probe)
     harness.sync()
+    if hang:
+        hang.phase("pair rounds" if config.get("pairwise") else "sweep")
     if config.get("pairwise"):
         leaders = {e["node"]: rank for rank, e in enumerate(everyone) if e["local_rank"] == 0}
         pair_rounds(harness, config, leaders)

@@ -2,8 +2,9 @@
 
 Each node has its own IPv4 address in a /22 the sandbox owns (10.213.X.0/22, X chosen
 so that it collides with no route of the host and no other sandbox), its own
-hostname (UTS namespace), its own /etc/hosts (``ip netns exec`` binds
-/etc/netns/NODE/hosts over /etc/hosts) and its own sshd with its own host key. Nodes
+hostname (UTS namespace), its own process table (PID namespace), its own /tmp, its own
+/etc/hosts (``ip netns exec`` binds /etc/netns/NODE/hosts over /etc/hosts) and its own
+sshd with its own host key. Nodes
 are joined by veth links on a bridge; the host's end of the bridge holds .1, so the
 tool reaches the nodes and nothing else. Nodes get no default route.
 
@@ -221,15 +222,21 @@ class Sandbox:
             if os.path.exists(pidfile):
                 os.unlink(pidfile)
             node.sshd_pid = 0
-            # A UTS namespace of its own gives the node its hostname; sshd's sessions inherit it,
-            # and the mount namespace `ip netns exec` made (with the node's /etc/hosts), in which
-            # the node's own directory is bound over /tmp: run directories are node-local.
+            # A UTS namespace of its own gives the node its hostname, a PID namespace its own process
+            # table (a tool that lists the node's processes sees only them), and a mount namespace
+            # nested in the one `ip netns exec` made (with the node's /etc/hosts) its own /proc and
+            # its own /tmp: run directories are node-local. sshd's sessions inherit all of it. The
+            # node's first process is a shell that reaps orphans, as a node's init does; sshd runs
+            # under it in the foreground, so stopping sshd leaves the node's other processes alive.
             tmp = self.node_tmp(node)
             os.makedirs(tmp, exist_ok=True)
             os.chmod(tmp, 0o1777)
-            sh("ip", "netns", "exec", node.netns, "unshare", "--uts", "--", "/bin/sh", "-c",
-               f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} && "
-               f"exec /usr/sbin/sshd -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log")
+            init = (f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} || exit 1; "
+                    f"/usr/sbin/sshd -D -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log & "
+                    "while :; do wait; sleep 2; done")
+            subprocess.Popen(["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
+                              "--", "/bin/sh", "-c", init], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 20 + 0.05 * len(nodes)
         for node in nodes:
             pidfile = f"{self.dir}/sshd.{node.name}.pid"
@@ -240,8 +247,10 @@ class Sandbox:
             while not node.sshd_pid:  # sshd creates the file a moment before it writes the pid
                 try:
                     with open(pidfile) as handle:
-                        node.sshd_pid = int(handle.read().split()[0])
+                        node.sshd_pid = _host_pid(node.netns, int(handle.read().split()[0]))
                 except (OSError, IndexError, ValueError):
+                    pass
+                if not node.sshd_pid:
                     if time.monotonic() > deadline:
                         raise SandboxError(f"sshd of {node.name} wrote no pid to {pidfile}") from None
                     time.sleep(0.01)
@@ -306,6 +315,19 @@ def _pid_alive(pid: int) -> bool:
             return handle.read().split(") ")[-1][0] != "Z"
     except OSError:
         return False
+
+
+def _host_pid(netns: str, ns_pid: int) -> int:
+    """The host's pid of the process that is `ns_pid` in its node's PID namespace (0: none such)."""
+    for pid in sh("ip", "netns", "pids", netns, check=False).stdout.split():
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                nspid = next(line.split()[1:] for line in handle if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if len(nspid) > 1 and int(nspid[-1]) == ns_pid:
+            return int(pid)
+    return 0
 
 
 def _free_subnet() -> str:

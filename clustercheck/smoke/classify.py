@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from clustercheck.forensics import REMEDY_HANG, Forensics, hang_report
 from clustercheck.launch import NodeRun
 
 REMEDY_NET = "run clustercheck net and bench: a blocked port, a wrong interface (NCCL_SOCKET_IFNAME) or a dead peer"
@@ -134,8 +135,14 @@ def _hits(runs: Dict[str, NodeRun], failures: Dict[str, List[Dict[str, str]]]
     return found
 
 
-def classify(runs: Dict[str, NodeRun], timeout_s: float) -> Cause:
-    """The most telling cause of a failed run, and the nodes (and ranks) it points at."""
+def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[float] = None,
+             forensics: Optional[Forensics] = None) -> Cause:
+    """The most telling cause of a failed run, and the nodes (and ranks) it points at.
+
+    A run stopped for want of progress (stalled_s) is a hang whatever its ranks printed; the
+    stacks taken before it was stopped (forensics) name the odd ranks."""
+    if stalled_s is not None:
+        return hang_cause(runs, timeout_s, stalled_s, forensics)
     lost = [n for n, r in runs.items() if r.lost]
     failures = {n: torchrun_failures(r.stderr or "\n".join(r.stderr_tail)) for n, r in runs.items()}
     hits = _hits(runs, failures)
@@ -155,17 +162,22 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float) -> Cause:
         return Cause("node-down", lost, [], [f"{n}: the connection dropped while training ran" for n in lost],
                      "a node went down mid-run", "check the node (power, kernel log, OOM killer); drain it if it "
                                                   "does not come back")
-    hung = [n for n, r in runs.items() if r.exit_code is None and not r.cut_short]
-    if hung:
-        return Cause("hang", hung, [], [f"{n}: still running after {timeout_s:g} s, killed" for n in hung],
-                     f"no result within {timeout_s:g} s",
-                     "look for a blocked port or a dead peer (clustercheck net, bench); raise --timeout if the "
-                     "first DeepSpeed run compiles its ops")
+    if any(r.exit_code is None and not r.cut_short for r in runs.values()):
+        return hang_cause(runs, timeout_s, None, forensics)
     if roots:   # torchrun names the first rank that failed, even when nothing says why
         return _first_failure(*roots[0])
     failed = {n: r for n, r in runs.items() if r.exit_code not in (0, None)}
     return Cause("error", list(failed), [], [f"{n}: exit {r.exit_code}: {r.error}" for n, r in failed.items()],
                  "the trainer failed", "see the log tail (--json has every node's)")
+
+
+def hang_cause(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[float],
+               forensics: Optional[Forensics]) -> Cause:
+    hung = [n for n, r in runs.items() if r.exit_code is None and not r.cut_short]
+    summary, evidence, odd, ranks = hang_report(stalled_s, forensics, timeout_s)
+    if forensics is None:
+        evidence = [f"{n}: {summary}, killed" for n in hung]
+    return Cause("hang", odd or hung, ranks, evidence, summary, REMEDY_HANG)
 
 
 def _first_failure(node: str, entry: Dict[str, str]) -> Cause:

@@ -38,7 +38,7 @@ from clustercheck.options import opt
 from clustercheck.transport.base import Outcome
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(reference_train.__file__))
-TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "checks.py", "hf.py", "dsconfig.py",
+TRAINER_FILES = ("entry.py", "train.py", "model.py", "data.py", "checks.py", "hf.py", "dsconfig.py", "hang.py",
                  "ds_config_zero1.json",
                  "ds_config_zero2.json", "ds_config_zero3.json", "ds_config_zero3_offload.json")
 REFERENCE_PRESETS = ("tiny", "small")   # small enough for one process to recompute the first steps
@@ -67,6 +67,9 @@ class SmokeOptions:
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
                            help="Deadline in seconds for the whole run (the first DeepSpeed run compiles for "
                                 "~100 s).")
+    stall_s: float = opt("--stall-window", default=120.0, type=click.FloatRange(5),
+                         help="Once training steps come, this long without one (or 3x the longest gap seen) is a "
+                              "hang: every rank's stack is taken and the odd ranks named before the run is stopped.")
     checkpoint_dir: Optional[str] = opt("--checkpoint-dir",
                                         help="Where the nodes save the checkpoint (an absolute path on the nodes, "
                                              "e.g. your shared filesystem). Default: each node's run directory.")
@@ -171,12 +174,12 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
     try:
         facts.stage = run_torchrun(cluster, nodes, probed, Launch(
             "train", paths, trainer_args(options, facts.save_dir), facts.nproc, options.rdzv_port, options.timeout_s,
-            config=config), progress)
+            config=config, stall_s=options.stall_s), progress)
         left_s = options.timeout_s - (time.monotonic() - started)
         if facts.summary is not None and all(r.exit_code == 0 for r in facts.stage.runs.values()) and left_s > 5:
             facts.resume = run_torchrun(cluster, nodes, probed, Launch(
                 "resume", paths, trainer_args(options, facts.save_dir, resume=True), facts.nproc, options.rdzv_port,
-                left_s, config=config), progress)
+                left_s, config=config, stall_s=options.stall_s), progress)
     finally:
         if options.checkpoint_dir:   # the run directory (and a checkpoint in it) goes with the connection
             cluster.run(f"rm -rf {shlex.quote(facts.save_dir)}", 60.0, nodes)

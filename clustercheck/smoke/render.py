@@ -7,6 +7,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.inventory import fold
+from clustercheck.launch import stalled_text
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
 from clustercheck.smoke.gather import SmokeFacts
@@ -35,6 +36,8 @@ def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
                 ", ".join(f"{k}={v}" for k, v in event["resolved"].items()) or "none")
         elif kind == "resumed":
             text = f"resumed at step {event['step']}"
+        elif kind == "stalled":
+            text = stalled_text(event)
         else:
             return
         stream.write(f"[smoke] {text}\n")

@@ -19,6 +19,7 @@ from clustercheck.plan import mode_fit
 from clustercheck.result import Finding, Status
 from clustercheck.smoke.classify import classify
 from clustercheck.smoke.gather import SmokeFacts
+from clustercheck.stacks import ranges
 
 MIN_LOSS_DROP = 0.2     # the last loss must be at most 80% of the first
 LORA_MIN_LOSS_DROP = 0.02   # an adapter on a frozen base moves the loss slowly: it must fall, by 2% at least
@@ -45,7 +46,7 @@ def _node_of(summary: Dict, rank: int) -> str:
 
 
 def failure(facts: SmokeFacts, stage: LaunchResult, timeout_s: float, what: str = "training") -> Finding:
-    cause = classify(stage.runs, timeout_s)
+    cause = classify(stage.runs, timeout_s, stage.stalled_s, stage.forensics)
     detail = [p.name for p in facts.probed if get(p.facts, "env", "TORCH_DISTRIBUTED_DEBUG") == "DETAIL"]
     if cause.kind == "crashed" and detail and stage.config.get("mode") == "ddp":
         cause.remedy = (f"TORCH_DISTRIBUTED_DEBUG=DETAIL is set on {fold(detail)}: DDP (torch 2.13) segfaults while "
@@ -53,7 +54,7 @@ def failure(facts: SmokeFacts, stage: LaunchResult, timeout_s: float, what: str 
     last = stage.events("step")
     evidence = cause.evidence + ([f"last progress: step {last[-1]['step']}, loss {last[-1]['loss']}"]
                                  if last else ["no training step finished"])
-    ranks = f" (ranks {fold([str(r) for r in cause.ranks])})" if cause.ranks else ""
+    ranks = f" (rank{'s' * (len(cause.ranks) > 1)} {ranges(cause.ranks)})" if cause.ranks else ""
     return Finding(f"smoke.{cause.kind}", Status.FAIL, f"{what} failed on {fold(cause.nodes)}{ranks}: {cause.summary}",
                    evidence, cause.remedy, cause.nodes)
 

@@ -1,0 +1,46 @@
+import json
+import sys
+
+import click
+
+from clustercheck.fanout import Cluster
+from clustercheck.options import ClusterOptions, cluster_options, from_params
+from clustercheck.stacks import FRAMES_SHOWN, dump_matching, fold_stacks, render_stacks, stacks_exit_code, stacks_json
+
+
+@click.command()
+@cluster_options
+@click.option("--match", "pattern", required=True,
+              help="A regular expression for the command lines of the processes to dump (e.g. train.py).")
+@click.option("--timeout", type=click.FloatRange(1), default=60.0, show_default=True,
+              help="Deadline in seconds on each node.")
+@click.option("--frames", type=click.IntRange(1), default=FRAMES_SHOWN, show_default=True,
+              help="Innermost frames printed for each distinct stack.")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON instead of text.")
+def stacks(pattern, timeout, frames, as_json, **params):
+    """The Python stack of every matching process on every node, folded.
+
+    Processes whose main thread stands in the same place share one block under a compact
+    node and rank list; the odd ones come first. Uses py-spy on the nodes (pip install
+    py-spy), which needs ptrace rights over the processes: root, or their user with
+    kernel.yama.ptrace_scope=0. Shells and launchers whose command line matches are skipped.
+
+    \b
+    Example:
+      clustercheck stacks nodes.txt --match train.py
+
+    Exit code: 0 every matching process dumped, 2 none matched or some could not be
+    dumped, 3 a node could not be reached, 64 bad input.
+    """
+    options = from_params(ClusterOptions, params)
+    nodes = options.nodes()
+    with Cluster(nodes, options.fanout_options()) as cluster:
+        found, problems = dump_matching(cluster, nodes, pattern, timeout)
+    groups = fold_stacks(found)
+    if as_json:
+        click.echo(json.dumps(stacks_json(groups, problems, pattern), indent=1))
+    elif not found and not problems:
+        click.echo(f"no Python process matches {pattern!r} on any of the {len(nodes)} node(s)")
+    else:
+        click.echo(render_stacks(groups, problems, frames))
+    sys.exit(stacks_exit_code(found, problems))

@@ -1,0 +1,102 @@
+"""Stacks: parsing what py-spy and faulthandler print, folding alike processes, naming the odd rank."""
+
+import json
+import os
+
+from clustercheck.forensics import evidence_lines, hang_report, judge_stacks
+from clustercheck.launch import NodeRun
+from clustercheck.probe.stacks_probe import catches, faulthandler_frames, py_spy_frames, short
+from clustercheck.smoke.classify import classify
+from clustercheck.stacks import ProcessStack, fold_stacks, ranges, read_stacks, render_stacks
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "stacks")
+WAIT = [("_engine_run_backward", "torch/autograd/graph.py", 829), ("backward", "torch/_tensor.py", 623),
+        ("main", "train.py", 405)]
+FROZEN = [("step", "hang.py", 65), ("main", "train.py", 416)]
+
+
+def rank(node, number, frames=WAIT, state="S", collective=("all_reduce", 25), step=6):
+    return ProcessStack(node=node, pid=1000 + number, rank=number, state=state,
+                        state_text="stopped (SIGSTOP or a debugger)" if state == "T" else "sleeping",
+                        frames=list(frames), step=None if state == "T" else step,
+                        collective=None if state == "T" else {"name": collective[0], "seq": collective[1],
+                                                              "state": "scheduled"})
+
+
+def test_py_spy_json_gives_the_main_thread_first():
+    with open(os.path.join(DATA, "py_spy_dump_two_threads.json")) as handle:
+        threads = py_spy_frames(json.load(handle))
+    assert threads[0]["main"] and threads[0]["frames"][0][0] == "waiting_for_peers"
+    assert [t["name"] for t in threads] == ["MainThread", "beat"]
+
+
+def test_faulthandler_text_gives_the_main_thread_first():
+    with open(os.path.join(DATA, "faulthandler_two_threads.txt")) as handle:
+        threads = faulthandler_frames(handle.read())
+    assert threads[0]["frames"][0] == ["waiting_for_peers", "fh.py", 8]
+    assert threads[1]["frames"][0][0] == "beat"
+    assert short("/x/lib/python3.11/site-packages/torch/distributed/c10d.py") == "torch/distributed/c10d.py"
+
+
+def test_a_signal_is_sent_only_to_a_process_that_catches_it():
+    assert catches({"SigCgt": "0000000000000800"}, 12)       # SIGUSR2 is bit 11
+    assert not catches({"SigCgt": "0000000000004000"}, 12)
+    assert not catches({}, 12)
+
+
+def test_ranges_and_folding_put_the_odd_process_first():
+    assert ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    stacks = [rank(f"n{1 + r // 2}", r) for r in range(8) if r != 5] + [rank("n3", 5, frames=FROZEN, state="T")]
+    groups = fold_stacks(stacks)
+    assert [len(g.members) for g in groups] == [1, 7]
+    assert groups[0].who == "rank 5 on n3"
+    assert groups[1].who == "ranks 0-4,6-7 on n[1-4]"
+    text = render_stacks(groups, {"n9": "no answer"})
+    assert text.index("rank 5 on n3") < text.index("ranks 0-4,6-7")
+    assert "could not look at n9: no answer" in text
+
+
+def test_the_stopped_rank_is_named_and_the_others_wait_in_the_same_collective():
+    stacks = [rank(f"n{1 + r // 2}", r) for r in range(8) if r != 5] + [rank("n3", 5, frames=FROZEN, state="T")]
+    verdict = judge_stacks(stacks, {}, expected_ranks=8)
+    assert verdict.summary.startswith("rank 5 on n3 is stopped (SIGSTOP or a debugger) at step (hang.py:65); "
+                                      "the other 7 wait in all_reduce #25 (step 6)")
+    assert [p.rank for p in verdict.odd] == [5]
+    summary, evidence, nodes, ranks = hang_report(20.4, verdict, 600)
+    assert summary.startswith("no progress for 20 s: rank 5 on n3")
+    assert nodes == ["n3"] and ranks == [5]
+    assert evidence[0].startswith("rank 5 on n3 is stopped") and "main (train.py:416)" in evidence[0]
+
+
+def test_a_rank_behind_in_another_collective_is_odd():
+    stacks = [rank("n1", r) for r in range(3)] + [rank("n2", 3, collective=("all_reduce", 24), step=5)]
+    verdict = judge_stacks(stacks, {})
+    assert verdict.summary.startswith("rank 3 on n2 is in all_reduce #24 (step 5); the other 3 wait in all_reduce #25")
+
+
+def test_all_alike_says_none_is_odd_and_ranks_not_found_are_counted():
+    verdict = judge_stacks([rank("n1", r) for r in range(4)], {"n2": "connection refused"}, expected_ranks=8)
+    assert "all 4 ranks wait in all_reduce #25 (step 6): none is odd" in verdict.summary
+    assert "4 rank(s) not found" in verdict.summary and "n2: could not look (connection refused)" in verdict.summary
+    assert not verdict.odd
+
+
+def test_a_stall_is_a_hang_naming_the_odd_rank_whatever_the_logs_say():
+    stacks = [rank("n1", 0), rank("n1", 1), rank("n2", 2), rank("n2", 3, frames=FROZEN, state="T")]
+    runs = {"n1": NodeRun("n1", stderr="[rank0]: Gloo connection closed by peer\n"), "n2": NodeRun("n2")}
+    cause = classify(runs, 600, stalled_s=31.0, forensics=judge_stacks(stacks, {}))
+    assert cause.kind == "hang" and cause.nodes == ["n2"] and cause.ranks == [3]
+    assert "the other 3 wait in all_reduce #25" in cause.summary
+    assert any("rank 3 on n2 is stopped" in line for line in cause.evidence)
+
+
+def test_read_stacks_takes_the_probe_document():
+    doc = {"processes": [{"pid": 7, "rank": "2", "state": "S", "state_text": "sleeping", "source": "py-spy",
+                          "threads": [{"name": "MainThread", "frames": [["f", "x.py", 3]], "main": True}],
+                          "hook": {"step": 4, "phase": "training",
+                                   "collectives": [{"name": "broadcast", "seq": 9, "state": "scheduled"}]}},
+                         {"pid": 8, "rank": None, "state": "T", "threads": None, "problem": "stopped"}]}
+    first, second = read_stacks("n1", doc)
+    assert first.rank == 2 and first.in_collective == "broadcast #9" and first.where == "f (x.py:3)"
+    assert second.rank is None and second.label == "pid 8" and not second.known
+    assert evidence_lines(judge_stacks([first, second], {}))
