@@ -99,12 +99,17 @@ def forwarded_env() -> Dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
 
 
+def hang_directory(launch: Launch, node: str) -> str:
+    """Where the ranks' hang hook answers (reference_train/hang.py): hang/ in the node's run directory."""
+    return os.path.join(os.path.dirname(launch.script_paths[node]), "hang")
+
+
 def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
                      run_id: str) -> str:
     tag = f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
+    hang_dir = hang_directory(launch, node.name)
     env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **FLIGHT_RECORDER,
-           "TORCH_FR_DUMP_TEMP_FILE": os.path.join(os.path.dirname(launch.script_paths[node.name]), "hang",
-                                                   "flight_recorder_rank_"),
+           "CLUSTERCHECK_HANG_DIR": hang_dir, "TORCH_FR_DUMP_TEMP_FILE": os.path.join(hang_dir, "flight_recorder_rank_"),
            **forwarded_env(), **launch.env}
     if ifname:
         env.setdefault("GLOO_SOCKET_IFNAME", ifname)
@@ -231,7 +236,7 @@ def stalled_text(event: Dict) -> str:
 def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_id: str, ranks: int) -> Forensics:
     """Every rank's stack, state and last collective on these nodes, judged: which ranks are odd."""
     commands = {n.name: probe_command(n, tag=f"{run_id}.{n.name}", wait_s=3.0,
-                                      hang_dir=os.path.join(os.path.dirname(launch.script_paths[n.name]), "hang"))
+                                      hang_dir=hang_directory(launch, n.name))
                 for n in nodes}
     stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
     return judge_stacks(stacks, unreached, ranks)

@@ -11,8 +11,9 @@ clustercheck_hang.py). `install()` does two things, both cheap while the run goe
   reported and the last collectives the flight recorder holds (torch's record of every
   collective a process group issued: its name, sequence number and state).
 
-The directory is the run directory's hang/ (CLUSTERCHECK_HANG_DIR overrides). Nothing here
-raises: a rank that cannot install the hook trains all the same.
+The directory is CLUSTERCHECK_HANG_DIR, which clustercheck sets to the run directory's hang/;
+without it (the trainer run by hand) nothing is installed. Nothing here raises: a rank that
+cannot install the hook trains all the same.
 """
 
 import faulthandler
@@ -31,7 +32,7 @@ _installed = []
 
 
 def directory() -> str:
-    return os.environ.get("CLUSTERCHECK_HANG_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "hang")
+    return os.environ.get("CLUSTERCHECK_HANG_DIR", "")
 
 
 def rank() -> str:
@@ -39,10 +40,10 @@ def rank() -> str:
 
 
 def install() -> None:
-    if _installed:
+    where = directory()
+    if _installed or not where:
         return
     try:
-        where = directory()
         os.makedirs(where, exist_ok=True)
         stack_file = open(os.path.join(where, f"stack.{rank()}.txt"), "w")
         faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True, chain=False)
