@@ -14,6 +14,7 @@ from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
 from clustercheck.commands.launch import launch
 from clustercheck.commands.net import net
+from clustercheck.commands.nodecheck import node_check
 from clustercheck.commands.plan import plan
 from clustercheck.commands.preflight import preflight
 from clustercheck.commands.run import run
@@ -39,6 +40,7 @@ cli.add_command(preflight)
 cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(net)
+cli.add_command(node_check)
 cli.add_command(launch)
 cli.add_command(plan)
 cli.add_command(run)

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from clustercheck.inventory import Node
 from clustercheck.transport.base import NodeResult, Outcome, Transport, TransportError
 from clustercheck.transport.local import LocalTransport
+from clustercheck.transport.srun import SrunTransport
 from clustercheck.transport.ssh import SSHTransport
 from clustercheck.transport.sshconfig import SSHSettings
 from clustercheck.transport.sshconnect import SSHContext
@@ -29,6 +30,7 @@ class FanoutOptions:
     fanout: int = DEFAULT_FANOUT
     ssh: SSHSettings = None
     session: bool = True     # one loop per node for every command (agent.py); False: one exec per command
+    srun_job: Optional[str] = None   # reach the nodes through job steps of this Slurm allocation, not SSH
 
     def __post_init__(self):
         if self.ssh is None:
@@ -85,6 +87,8 @@ class Cluster:
             self.transports[node.name] = self._make_transport(node)
 
     def _make_transport(self, node: Node) -> Transport:
+        if self.options.srun_job:
+            return SrunTransport(node.name, self.options.srun_job, session=self.options.session)
         if node.is_local:
             return LocalTransport(node.name, session=self.options.session)
         if self._ssh is None:

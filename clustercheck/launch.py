@@ -223,7 +223,24 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             runs[node_name].stderr_tail = tail[-40:]
             if runs[node_name].exit_code != 0:
                 runs[node_name].error = runs[node_name].error or telling_line(tail)
-    return LaunchResult(launch.name, runs, time.monotonic() - started, launch.config, stalled_s, forensics)
+    launched = {"launcher": launcher_of(cluster, nodes)}
+    return LaunchResult(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
+                        forensics)
+
+
+LAUNCHERS = {"srun": "torchrun on every node through Slurm job steps (srun --overlap)",
+             "ssh": "torchrun on every node over SSH", "local": "torchrun on this machine"}
+
+
+def launcher_of(cluster: Cluster, nodes: Sequence[Node]) -> str:
+    """How torchrun reached the nodes: srun, ssh or local (several: joined with +)."""
+    return "+".join(sorted({cluster.transports[n.name].kind for n in nodes}))
+
+
+def launched_by(stages: Sequence[LaunchResult]) -> str:
+    """", torchrun on every node through Slurm job steps (srun --overlap)" for a header line ("" if none ran)."""
+    kinds = [s.config.get("launcher") for s in stages if s is not None and s.config.get("launcher")]
+    return f", {LAUNCHERS.get(kinds[0], kinds[0])}" if kinds else ""
 
 
 def stalled_text(event: Dict) -> str:

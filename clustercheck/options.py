@@ -18,6 +18,7 @@ import click
 from clustercheck.errors import InputError
 from clustercheck.fanout import DEFAULT_FANOUT, FanoutOptions
 from clustercheck.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
+from clustercheck.transport.srun import allocation
 from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings
 
 T = TypeVar("T")
@@ -107,7 +108,11 @@ def to_args(obj: Any) -> List[str]:
 class ClusterOptions:
     nodes_file: Optional[str] = argument()
     slurm: bool = opt("--slurm", is_flag=True, default=False,
-                      help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST).")
+                      help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST); without a nodes "
+                           "file inside an allocation (SLURM_JOB_ID set) this is the default.")
+    via: str = opt("--via", default="auto", type=click.Choice(["auto", "ssh", "srun"]),
+                   help="How commands reach the nodes: srun (job steps in the current allocation, no SSH), ssh, or "
+                        "auto: srun for the allocation's own nodes, else ssh.")
     user: Optional[str] = opt("--user", help="Default SSH user (a user@ in the file wins).")
     port: Optional[int] = opt("--port", type=click.IntRange(1, 65535),
                               help="Default SSH port (a :port in the file wins).")
@@ -132,21 +137,32 @@ class ClusterOptions:
         defaults = Defaults(user=self.user, port=self.port, python=self.python_path)
         if self.nodes_file and self.slurm:
             raise InputError("give a nodes file or --slurm, not both", "command line")
-        if self.slurm:
-            return slurm_inventory(defaults=defaults)
         if self.nodes_file:
             return read_inventory(self.nodes_file, defaults)
+        if self.slurm or allocation():
+            return slurm_inventory(defaults=defaults)
         return local_inventory(defaults)
+
+    @property
+    def srun_job(self) -> Optional[str]:
+        """The allocation whose job steps reach the nodes, or None (SSH)."""
+        if self.via == "srun" and not allocation():
+            raise InputError("not inside a Slurm allocation (SLURM_JOB_ID is not set): run it under salloc or "
+                             "sbatch", "--via", value="srun")
+        if self.via == "srun" or (self.via == "auto" and allocation() and not self.nodes_file):
+            return allocation()
+        return None
 
     @property
     def report_name(self) -> str:
         """What a report of these nodes is called: the nodes file's name, slurm, or local."""
         if self.nodes_file:
             return os.path.splitext(os.path.basename(self.nodes_file))[0]
-        return "slurm" if self.slurm else "local"
+        return "slurm" if self.slurm or allocation() else "local"
 
     def fanout_options(self) -> FanoutOptions:
-        return FanoutOptions(fanout=self.fanout, session=not self.exec_per_command, ssh=SSHSettings(
+        return FanoutOptions(fanout=self.fanout, session=not self.exec_per_command, srun_job=self.srun_job,
+                             ssh=SSHSettings(
             config_path=self.ssh_config, user_known_hosts=list(self.known_hosts),
             accept_new_hostkeys=self.accept_new_hostkeys, connect_timeout_s=self.connect_timeout_s))
 

@@ -152,6 +152,13 @@ def deepspeed_line(spec: JobSpec, script: str, args: Sequence[str]) -> str:
             f"--master_addr {spec.master_addr} --master_port {spec.master_port} {script_line(script, args)}")
 
 
+def deepspeed_slurm_line(spec: JobSpec, script: str, args: Sequence[str]) -> str:
+    """DeepSpeed's own Slurm launcher (srun starts a rank group per node; no SSH, no pdsh), from inside the allocation."""
+    first = spec.nodes[0]
+    return (f"{shlex.quote(spec.python[first])} -m deepspeed.launcher.runner --launcher slurm --hostfile hostfile "
+            f"--master_addr {spec.master_addr} --master_port {spec.master_port} {script_line(script, args)}")
+
+
 def llamafactory_lines(spec: JobSpec, config: str) -> Dict[str, str]:
     """LLaMA-Factory's multi-node environment (FORCE_TORCHRUN, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT)."""
     return {node: f"FORCE_TORCHRUN=1 NNODES={len(spec.nodes)} NODE_RANK={spec.rank_of(node)} "
@@ -193,7 +200,8 @@ def render(spec: JobSpec, script: str, args: Sequence[str], config: Optional[str
             "then the command (pdsh reaches the others over SSH):", "  hostfile:"]
     out += [f"    {line}" for line in hostfile(spec).splitlines()]
     out += ["  .deepspeed_env:", *(f"    {line}" for line in deepspeed_env(spec).splitlines())]
-    out += [f"  {deepspeed_line(spec, script, args)}", ""]
+    out += [f"  {deepspeed_line(spec, script, args)}", "  under Slurm, from inside the allocation (srun, not pdsh):",
+            f"  {deepspeed_slurm_line(spec, script, args)}", ""]
     out += ["LLaMA-Factory, one command per node:"]
     out += [f"  [{node}] {line}" for node, line in llamafactory_lines(spec, config or "train.yaml").items()]
     out += ["", f"accelerate (`accelerate launch --config_file accelerate.yaml {script_line(script, args)}`), "
@@ -229,7 +237,9 @@ def to_json(spec: Optional[JobSpec], reason: str, script: str, args: Sequence[st
     if spec is not None:
         commands = {"torchrun": torchrun_lines(spec, script, args), "srun": srun_line(spec, script, args),
                     "hostfile": hostfile(spec), "deepspeed_env": deepspeed_env(spec),
-                    "deepspeed": deepspeed_line(spec, script, args), "llamafactory": llamafactory_lines(spec, config),
+                    "deepspeed": deepspeed_line(spec, script, args),
+                    "deepspeed_slurm": deepspeed_slurm_line(spec, script, args),
+                    "llamafactory": llamafactory_lines(spec, config),
                     "accelerate": {n: accelerate_config(spec, n) for n in spec.nodes}}
     return {"ready": spec is not None, "reason": reason or None, "spec": asdict(spec) if spec else None,
             "commands": commands}

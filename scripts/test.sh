@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
 
 # The sandbox cluster: sshd in network namespaces, veth, tc, iptables; iperf3 for the bench baseline;
-# pdsh, which DeepSpeed's multi-node launcher needs on the launch node (env warns without it).
+# pdsh, which DeepSpeed's multi-node launcher needs on the launch node (env warns without it);
+# slurm-wlm and munge for the sandbox's real Slurm (sandbox up --slurm; the Slurm tests).
 if command -v apt-get >/dev/null; then
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh >/dev/null
+        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh slurm-wlm munge >/dev/null
 fi
 
 PY=${PYTHON:-python3}

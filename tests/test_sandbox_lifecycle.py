@@ -14,13 +14,16 @@ pytestmark = pytest.mark.sandbox
 def debris(name):
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    sshd = subprocess.run(["pgrep", "-f", f"clustercheck-sandbox/{name}/"], capture_output=True, text=True)
+    sshd = subprocess.run(["pgrep", "-f", f"^sshd: /usr/sbin/sshd -D -f /run/clustercheck-sandbox/{name}/"],
+                          capture_output=True, text=True)
+    anything = subprocess.run(["pgrep", "-f", f"clustercheck-sandbox/{name}/"], capture_output=True, text=True)
     etc = os.listdir("/etc/netns") if os.path.isdir("/etc/netns") else []
     return {
         "netns": [line.split()[0] for line in netns.splitlines() if line.startswith(f"{name}-n")],
         "links": [line.split(": ")[1] for line in links.splitlines() if line.split(": ")[1].startswith(f"{name}-")],
         "etc": [e for e in etc if e.startswith(f"{name}-n")],
         "sshd": sshd.stdout.split(),
+        "processes": anything.stdout.split(),   # each node's first process and sshd, munged, slurmctld...
         "state": os.path.exists(f"/run/clustercheck-sandbox/{name}"),
     }
 
@@ -36,7 +39,7 @@ def test_up_twice_then_down_leaves_nothing(sandbox):
         assert name in list_sandboxes() and sandbox.name in list_sandboxes()
     finally:
         down(name)
-    assert debris(name) == {"netns": [], "links": [], "etc": [], "sshd": [], "state": False}
+    assert debris(name) == {"netns": [], "links": [], "etc": [], "sshd": [], "processes": [], "state": False}
 
 
 def test_down_after_a_crash_finds_everything_by_name(sandbox):
@@ -47,7 +50,7 @@ def test_down_after_a_crash_finds_everything_by_name(sandbox):
     finally:
         proc = clustercheck("sandbox", "down", "--name", name)
     assert proc.returncode == 0
-    assert debris(name) == {"netns": [], "links": [], "etc": [], "sshd": [], "state": False}
+    assert debris(name) == {"netns": [], "links": [], "etc": [], "sshd": [], "processes": [], "state": False}
 
 
 def test_cli_status_and_fault(sandbox):

@@ -128,8 +128,9 @@ def test_hostname_at_loopback_mtu_and_bogus_gloo_ifname_are_each_named(box):
 
 def test_a_port_held_on_the_master_is_named_with_its_process(box):
     master = box.nodes[0]
-    holder = subprocess.Popen(["ip", "netns", "exec", master.netns, sys.executable, "-c",
-                               "import socket, time\ns = socket.socket(); s.bind(('0.0.0.0', 29517)); s.listen()\n"
+    # started inside the node (its network and its process table), as a job on it would be
+    holder = subprocess.Popen(["nsenter", "-t", str(master.init_pid), "-n", "-u", "-m", "-p", "--", sys.executable,
+                               "-c", "import socket, time\ns = socket.socket(); s.bind(('0.0.0.0', 29517)); s.listen()\n"
                                "print('ready', flush=True); time.sleep(120)  # leftover-rendezvous"],
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -137,13 +138,16 @@ def test_a_port_held_on_the_master_is_named_with_its_process(box):
         code, doc = net(box, "--master-port", "29517")
     finally:
         holder.kill()
+        subprocess.run(["pkill", "-f", "leftover-rendezvous"])   # nsenter's child, in the node
         holder.wait()
     assert code == EXIT_FAIL
     finding = problems(doc)["net.master.free"]
     assert finding["nodes"] == [master.name]
-    assert f"port 29517 on {master.name} is in use (held by pid {holder.pid}" in finding["summary"]
-    assert "leftover-rendezvous" in finding["summary"]
-    assert f"kill {holder.pid}" in finding["remedy"]
+    # the node's own pid (its process table), and the command that holds the port
+    assert f"port 29517 on {master.name} is in use (held by pid " in finding["summary"]
+    assert "leftover-rendezvous" in finding["summary"], finding
+    pid = finding["summary"].split("held by pid ")[1].split(":")[0]
+    assert f"kill {pid}" in finding["remedy"]
 
 
 def test_links_and_node_ssh_opt_in(box):

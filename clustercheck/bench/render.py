@@ -9,6 +9,7 @@ from tabulate import tabulate
 from clustercheck.bench.gather import BenchFacts
 from clustercheck.bench.table import format_table, peak
 from clustercheck.inventory import fold
+from clustercheck.launch import launched_by
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
 from clustercheck.rounds import SLOW
@@ -81,7 +82,7 @@ def pair_matrix(facts: BenchFacts, tablefmt: str) -> Optional[str]:
 def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
     names = [n.name for n in facts.nodes]
     lines = [f"clustercheck bench: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
-             f"backend {facts.backend}, {sum(facts.nproc.values()) or '?'} ranks", ""]
+             f"backend {facts.backend}, {sum(facts.nproc.values()) or '?'} ranks" + launched_by(facts.stages), ""]
     lines += sweep_tables(facts)
     matrix = pair_matrix(facts, "simple")
     if matrix:

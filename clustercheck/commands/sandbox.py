@@ -6,6 +6,7 @@ from tabulate import tabulate
 from clustercheck.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
 from clustercheck.sandbox.cluster import MAX_NODES
+from clustercheck.sandbox.slurm import slurm_conf, start_slurm
 
 name_option = click.option("--name", default="cc0", show_default=True,
                            help="Sandbox name: the prefix of its nodes, links and namespaces.")
@@ -35,10 +36,20 @@ def sandbox():
 @name_option
 @click.option("--shared-hostkey", is_flag=True, default=False,
               help="One host key for all nodes (quicker to build; for size tests).")
-def up(num_nodes, name, shared_hostkey):
+@click.option("--slurm", is_flag=True, default=False,
+              help="Also run Slurm: munge, a slurmctld and a slurmd in every node, one partition (slurm-wlm, munge).")
+@click.option("--gpus", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="With --slurm: GRES gpu count each node declares (stand-in device files).")
+def up(num_nodes, name, shared_hostkey, slurm, gpus):
     """Build NUM_NODES nodes (replacing a sandbox of the same name)."""
     try:
         box = Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey)
+        if slurm:
+            try:
+                start_slurm(box, gpus)
+            except SandboxError:
+                down(name)
+                raise
     except SandboxError as exc:
         _fail(exc)
     click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}")
@@ -46,6 +57,8 @@ def up(num_nodes, name, shared_hostkey):
     click.echo(f"  ssh config:  {box.ssh_config}")
     click.echo(f"  known_hosts: {box.known_hosts}")
     click.echo(f"try: clustercheck run {box.nodes_file} -F {box.ssh_config} -- hostname")
+    if slurm:
+        click.echo(f"Slurm: export SLURM_CONF={slurm_conf(box)}; then salloc -N {num_nodes} clustercheck preflight")
 
 
 @sandbox.command("down")
@@ -77,7 +90,7 @@ def fault(knob, node, value, name):
     """Make a fault on NODE: slow MBIT, drop PORT[:HIGH], reject PORT[:HIGH], mtu MTU,
     set-env VAR=VALUE, hide PROGRAM, nvidia-smi XML (a stand-in printing a recorded nvidia-smi -q -x),
     kernel-log FILE (the node's /dev/kmsg), loopback-hostname, stop-sshd, start-sshd, blackhole, crash,
-    or clear (undo all)."""
+    drain REASON and resume (Slurm's node state), or clear (undo all)."""
     func, value_name, kind = faults.KNOBS[knob]
     try:
         box = Sandbox.load(name)

@@ -1,4 +1,6 @@
+import os
 import shlex
+import sys
 
 import click
 
@@ -9,12 +11,14 @@ SCRIPT = """#!/bin/bash
 {gpus}#SBATCH --time={time}
 #SBATCH --output={reports}/preflight-%j.out
 {extra}
-# Runs on the allocation's first node and reaches the others over SSH, which sites
-# with pam_slurm_adopt allow for the job's owner inside the job.
-set -euo pipefail
-mkdir -p {reports}
+# Runs on the allocation's first node and reaches every node through job steps
+# (srun --overlap): no SSH to compute nodes needed. The job's exit code is the verdict:
+# 0 READY, 1 READY with warnings, 2 NOT READY, 3 could not check everything.
+set -uo pipefail
 cd "$SLURM_SUBMIT_DIR"
-clustercheck preflight --slurm --reports-dir {reports} --name "slurm-$SLURM_JOB_ID"{args}
+mkdir -p {reports}
+PYTHON=${{CLUSTERCHECK_PYTHON:-{python}}}
+"$PYTHON" -m clustercheck preflight --slurm --reports-dir {reports} --name "slurm-$SLURM_JOB_ID"{args}
 """
 
 
@@ -35,8 +39,10 @@ def sbatch(nodes, gpus_per_node, time_limit, partition, account, reports_dir, pr
       sbatch preflight.sbatch
       clustercheck sbatch --nodes 2 -- --skip smoke      # arguments for preflight after --
     """
+    os.makedirs(reports_dir, exist_ok=True)   # Slurm opens the job's output file there before the script runs
     extra = "".join(f"#SBATCH --{key}={value}\n" for key, value in (("partition", partition), ("account", account))
                     if value)
     click.echo(SCRIPT.format(nodes=nodes, gpus=f"#SBATCH --gpus-per-node={gpus_per_node}\n" if gpus_per_node else "",
                              time=time_limit, reports=shlex.quote(reports_dir), extra=extra.rstrip("\n"),
+                             python=shlex.quote(sys.executable),
                              args="".join(" " + shlex.quote(a) for a in preflight_args)), nl=False)

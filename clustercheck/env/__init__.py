@@ -16,15 +16,18 @@ from clustercheck.env import render, topology
 from clustercheck.env.facts import comparable
 from clustercheck.env.judges import judge
 from clustercheck.env.rules import EnvContext
+from clustercheck.env.slurm_rules import judge_slurm
 from clustercheck.env.storage import judge_shared, probe_shared
 from clustercheck.inventory import fold
 from clustercheck.launch import missing_packages, readiness_problems
 from clustercheck.node import NodeLayer
+from clustercheck.node.facts import gpu_count
 from clustercheck.node.judges import judge_nodes
 from clustercheck.node.probe import Probed, ProbeOptions
 from clustercheck.options import opt
 from clustercheck.probe.env_probe import PACKAGES
 from clustercheck.result import Finding, Status, worst
+from clustercheck.slurmstate import SlurmView, read_slurm
 from clustercheck.stage import Stage, StageResult
 
 
@@ -54,6 +57,7 @@ class EnvFacts:
     probed: List[Probed]
     values: Dict[str, Dict[str, str]]   # node -> comparable facts
     shared: Dict[str, Dict[str, str]] = field(default_factory=dict)   # directory -> node -> what it saw
+    slurm: Optional[SlurmView] = None   # what Slurm says of the nodes (run inside an allocation)
 
 
 def env_facts(probed: Sequence[Probed]) -> EnvFacts:
@@ -91,6 +95,8 @@ class EnvStage(Stage):
         for directory in filter(None, (self.options.workdir, self.options.shared_dir)):
             if reached and (len(reached) > 1 or directory == self.options.shared_dir):   # none: reach says why
                 facts.shared[directory] = probe_shared(layer.cluster, reached, directory, self.options.timeout_s)
+        if layer.cluster.options.srun_job or any(n.source == "SLURM_JOB_NODELIST" for n in layer.nodes):
+            facts.slurm = read_slurm([n.name for n in layer.nodes])
         return facts
 
     def judge(self, facts: EnvFacts) -> List[Finding]:
@@ -98,6 +104,9 @@ class EnvStage(Stage):
         findings += required_packages(facts.probed, self.options.required)
         for directory, views in facts.shared.items():
             findings += judge_shared(directory, views, [n for n in (p.name for p in facts.probed) if n in views])
+        if facts.slurm is not None:
+            findings += judge_slurm(facts.slurm, [p.name for p in facts.probed],
+                                    {p.name: gpu_count(p.facts) for p in facts.probed if p.facts is not None})
         return findings
 
     def blocks(self, result: StageResult, later: Stage) -> str:

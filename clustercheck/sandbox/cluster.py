@@ -19,6 +19,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -65,6 +66,7 @@ class SandboxNode:
     veth: str          # the host's end of the node's link
     sshd_config: str
     sshd_pid: int = 0
+    init_pid: int = 0  # the node's first process (its PID namespace's 1)
     mounts: List[str] = field(default_factory=list)  # bind-mount targets inside the node
 
 
@@ -222,21 +224,12 @@ class Sandbox:
             if os.path.exists(pidfile):
                 os.unlink(pidfile)
             node.sshd_pid = 0
-            # A UTS namespace of its own gives the node its hostname, a PID namespace its own process
-            # table (a tool that lists the node's processes sees only them), and a mount namespace
-            # nested in the one `ip netns exec` made (with the node's /etc/hosts) its own /proc and
-            # its own /tmp: run directories are node-local. sshd's sessions inherit all of it. The
-            # node's first process is a shell that reaps orphans, as a node's init does; sshd runs
-            # under it in the foreground, so stopping sshd leaves the node's other processes alive.
-            tmp = self.node_tmp(node)
-            os.makedirs(tmp, exist_ok=True)
-            os.chmod(tmp, 0o1777)
-            init = (f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} || exit 1; "
-                    f"/usr/sbin/sshd -D -f {node.sshd_config} -E {self.dir}/sshd.{node.name}.log & "
-                    "while :; do wait; sleep 2; done")
-            subprocess.Popen(["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
-                              "--", "/bin/sh", "-c", init], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+            sshd = ["/usr/sbin/sshd", "-D", "-f", node.sshd_config, "-E", f"{self.dir}/sshd.{node.name}.log"]
+            if _pid_alive(node.init_pid):
+                # sshd restarted on a live node: in the node's own namespaces, its processes and mounts kept
+                _spawn(["nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *sshd])
+            else:
+                node.init_pid = self._start_node(node, " ".join(shlex.quote(a) for a in sshd))
         deadline = time.monotonic() + 20 + 0.05 * len(nodes)
         for node in nodes:
             pidfile = f"{self.dir}/sshd.{node.name}.pid"
@@ -247,13 +240,37 @@ class Sandbox:
             while not node.sshd_pid:  # sshd creates the file a moment before it writes the pid
                 try:
                     with open(pidfile) as handle:
-                        node.sshd_pid = _host_pid(node.netns, int(handle.read().split()[0]))
+                        node.sshd_pid = _host_pid(node.netns, node.init_pid, int(handle.read().split()[0]))
                 except (OSError, IndexError, ValueError):
                     pass
                 if not node.sshd_pid:
                     if time.monotonic() > deadline:
                         raise SandboxError(f"sshd of {node.name} wrote no pid to {pidfile}") from None
                     time.sleep(0.01)
+
+    def _start_node(self, node: SandboxNode, sshd: str) -> int:
+        """The node's first process; returns its pid on this host.
+
+        A UTS namespace of its own gives the node its hostname, a PID namespace its own process
+        table (a tool that lists the node's processes sees only them), and a mount namespace
+        nested in the one `ip netns exec` made (with the node's /etc/hosts) its own /proc and its
+        own /tmp: run directories are node-local. The first process is a shell that reaps orphans,
+        as a node's init does; sshd runs under it in the foreground, so stopping sshd leaves the
+        node's other processes (and its mounts) alive, and a restarted sshd joins them."""
+        tmp = self.node_tmp(node)
+        os.makedirs(tmp, exist_ok=True)
+        os.chmod(tmp, 0o1777)
+        init = (f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} || exit 1; "
+                f"{sshd} & while :; do wait; sleep 2; done")
+        proc = _spawn(["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
+                       "--", "/bin/sh", "-c", init])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # `ip netns exec` execs unshare, whose child is the node's init
+            children = _read(f"/proc/{proc.pid}/task/{proc.pid}/children").split()
+            if children:
+                return int(children[0])
+            time.sleep(0.005)
+        raise SandboxError(f"{node.name}: its first process did not start")
 
     def _local_home_state(self, node: SandboxNode) -> str:
         """Mounts that give the node its own copy of home-directory state its login rewrites.
@@ -317,15 +334,33 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def _host_pid(netns: str, ns_pid: int) -> int:
-    """The host's pid of the process that is `ns_pid` in its node's PID namespace (0: none such)."""
+def _spawn(argv: List[str]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _host_pid(netns: str, init_pid: int, ns_pid: int) -> int:
+    """The host's pid of the process that is `ns_pid` in the PID namespace of the node's init (0: none)."""
+    namespace = _pid_namespace(init_pid)
     for pid in sh("ip", "netns", "pids", netns, check=False).stdout.split():
-        try:
-            with open(f"/proc/{pid}/status") as handle:
-                nspid = next(line.split()[1:] for line in handle if line.startswith("NSpid:"))
-        except (OSError, StopIteration):
-            continue
-        if len(nspid) > 1 and int(nspid[-1]) == ns_pid:
+        nspid = next((line.split()[1:] for line in _read(f"/proc/{pid}/status").splitlines()
+                      if line.startswith("NSpid:")), [])
+        if len(nspid) > 1 and int(nspid[-1]) == ns_pid and _pid_namespace(int(pid)) == namespace:
             return int(pid)
     return 0
 
@@ -349,7 +384,8 @@ def _free_subnet() -> str:
 
 def down(name: str) -> List[str]:
     """Remove everything sandbox `name` made, from its state or, after a crash, by name prefix."""
-    removed = []
+    from clustercheck.sandbox.slurm import stop_slurm
+    removed = stop_slurm(name, os.path.join(STATE_ROOT, name))
     netns_re = re.compile(rf"^{re.escape(name)}-n\d+$")
     namespaces = [line.split()[0] for line in sh("ip", "netns", "list", check=False).stdout.splitlines()
                   if line.split() and netns_re.match(line.split()[0])]

@@ -21,11 +21,11 @@ def _record(box: Sandbox, node: SandboxNode, fault: str) -> None:
 
 
 def node_exec(box: Sandbox, name: str, argv: Sequence[str], check: bool = True):
-    """Run argv inside the node: its network, hostname and mounts (those of its sshd)."""
+    """Run argv inside the node: its network, hostname, mounts and process table (its first process's)."""
     node = box.node(name)
-    if not box.sshd_alive(node):
-        raise SandboxError(f"{node.name}: sshd is stopped, so its namespaces are gone; start_sshd first")
-    return sh("nsenter", "-t", str(node.sshd_pid), "-n", "-u", "-m", "--", *argv, check=check)
+    if not _pid_alive(node.init_pid):
+        raise SandboxError(f"{node.name} is down (its first process is gone); start_sshd brings it back")
+    return sh("nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *argv, check=check)
 
 
 def _iptables(box: Sandbox, node: SandboxNode, *rule: str) -> None:
@@ -105,7 +105,8 @@ def stop_sshd(box: Sandbox, name: str) -> None:
 def start_sshd(box: Sandbox, name: str) -> None:
     node = box.node(name)
     if not box.sshd_alive(node):
-        node.mounts = []  # a new sshd lives in a new mount namespace
+        if not _pid_alive(node.init_pid):
+            node.mounts = []  # the node was down: its mounts went with it
         box._start_sshds([node])
     box.faults[node.name] = [f for f in box.faults.get(node.name, []) if f != "sshd stopped"]
     box.save()
@@ -182,15 +183,14 @@ def crash(box: Sandbox, name: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    node.mounts = []  # they lived in the dead sshd's mount namespace
+    node.mounts = []  # they lived in the dead node's mount namespace
     _record(box, node, "sshd stopped")
 
 
 def set_env(box: Sandbox, name: str, assignment: str) -> None:
     """Every SSH session on the node gets VAR=value (sshd's SetEnv), as a login profile would.
 
-    The node's sshd restarts to take it: faults living in its mount namespace are lost, so
-    make this one first.
+    The node's sshd restarts to take it; the node's processes and mounts stay.
     """
     node = box.node(name)
     var, sep, _ = assignment.partition("=")
@@ -269,6 +269,8 @@ def clear(box: Sandbox, name: str) -> None:
     sh("tc", "qdisc", "del", "dev", node.veth, "root", check=False)
     sh("ip", "netns", "exec", node.netns, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     sh("ip", "-n", node.netns, "link", "set", "eth0", "mtu", "1500")
+    if any(f.startswith("slurm drain") for f in box.faults.get(node.name, [])):
+        resume(box, name)
     box._write_hosts(node)
     box.faults.pop(node.name, None)
     box.save()
@@ -278,6 +280,22 @@ def clear_all(box: Sandbox) -> None:
     for node in box.nodes:
         if box.faults.get(node.name) or node.mounts or not box.sshd_alive(node):
             clear(box, node.name)
+
+
+def drain(box: Sandbox, name: str, reason: str) -> None:
+    """Slurm drains the node with this reason (sandbox up --slurm), as an admin or a health check would."""
+    from clustercheck.sandbox.slurm import drain as slurm_drain
+    node = box.node(name)
+    slurm_drain(box, node.name, reason)
+    _record(box, node, f"slurm drain: {reason}")
+
+
+def resume(box: Sandbox, name: str) -> None:
+    from clustercheck.sandbox.slurm import resume as slurm_resume
+    node = box.node(name)
+    slurm_resume(box, node.name)
+    box.faults[node.name] = [f for f in box.faults.get(node.name, []) if not f.startswith("slurm drain")]
+    box.save()
 
 
 KNOBS = {
@@ -295,6 +313,8 @@ KNOBS = {
     "start-sshd": (start_sshd, None, None),
     "blackhole": (blackhole, None, None),
     "crash": (crash, None, None),
+    "drain": (drain, "REASON", str),
+    "resume": (resume, None, None),
     "clear": (clear, None, None),
 }
 

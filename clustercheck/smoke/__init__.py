@@ -10,6 +10,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from clustercheck.errors import InputError
+from clustercheck.launch import launched_by
 from clustercheck.node import NodeLayer
 from clustercheck.result import Finding
 from clustercheck.smoke import render
@@ -65,7 +66,11 @@ class SmokeStage(Stage):
         return [curve] if curve else []
 
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
-        return ["## Training", "", f"![{images[0]}]({images[0]})", ""] if images else []
+        stage = result.facts.stage
+        launched = launched_by([stage] if stage else [])
+        lines = [f"Launched: {launched[2:]}.", ""] if launched else []
+        lines += [f"![{images[0]}]({images[0]})", ""] if images else []
+        return ["## Training", "", *lines] if lines else []
 
     def report_json(self, result: StageResult) -> Dict:
         return {"smoke": render.to_json(result.facts, result.findings)}

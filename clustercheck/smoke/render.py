@@ -7,7 +7,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.inventory import fold
-from clustercheck.launch import stalled_text
+from clustercheck.launch import launched_by, stalled_text
 from clustercheck.render import findings_lines, findings_markdown, report_header
 from clustercheck.result import Finding, sort_findings, worst
 from clustercheck.smoke.gather import SmokeFacts
@@ -52,7 +52,7 @@ def _steps(facts: SmokeFacts) -> List[Dict]:
 def render_terminal(facts: SmokeFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
     names = [n.name for n in facts.nodes]
     lines = [f"clustercheck smoke: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
-             f"{sum(facts.nproc.values()) or '?'} ranks", ""]
+             f"{sum(facts.nproc.values()) or '?'} ranks" + launched_by([facts.stage] if facts.stage else []), ""]
     return "\n".join(lines + findings_lines(findings, verbose))
 
 
@@ -61,6 +61,7 @@ def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
     stage = facts.stage
     return {"schema": 1, "command": "smoke", "verdict": status.name, "exit_code": status.exit_code,
             "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
+            "launcher": stage.config.get("launcher") if stage else None,
             "nproc": facts.nproc, "steps": _steps(facts),
             "summary": facts.summary, "resumed": facts.resumed_summary,
             "storage": next(iter(stage.events("storage")), None) if stage else None,

@@ -31,6 +31,7 @@ class Outcome(enum.Enum):
     HOSTKEY_UNKNOWN = "host key unknown"
     HOSTKEY_CHANGED = "host key changed"
     SSH_ERROR = "ssh error"
+    SLURM_REFUSED = "unreachable: Slurm refused the step"
     TOOL_ERROR = "could not check: error in clustercheck"
 
     @property
@@ -59,6 +60,8 @@ REMEDIES = {
                              "--accept-new-hostkeys",
     Outcome.HOSTKEY_CHANGED: "the node's host key differs from known_hosts: if the node was reinstalled, remove the "
                              "old entry with ssh-keygen -R; otherwise treat it as a possible attack",
+    Outcome.SLURM_REFUSED: "Slurm would not start a step there: is the node in this allocation and the job still "
+                           "running (squeue -j $SLURM_JOB_ID)? A node Slurm lists as drained or down takes no steps",
     Outcome.TIMED_OUT: "the command passed its deadline and was killed: raise --timeout or find what hangs",
     Outcome.TOOL_ERROR: "clustercheck itself failed on this node: rerun; if it persists, report it with the detail",
 }
@@ -95,9 +98,10 @@ class TransportError(Exception):
 
 
 class Transport:
-    """One node. Implementations: LocalTransport, SSHTransport."""
+    """One node. Implementations: LocalTransport, SSHTransport, SrunTransport."""
 
     name: str
+    kind = "?"     # how commands reach the node, in reports: local, ssh, srun
 
     def connect(self) -> None:
         """Reach the node; raises TransportError classified by Outcome."""

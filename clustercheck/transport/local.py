@@ -67,6 +67,8 @@ class ProcessPipe(Pipe):
 
 
 class LocalTransport(SessionTransport):
+    kind = "local"
+
     def __init__(self, name: str = "localhost", session: bool = True):
         self.name = name
         self._tmpdir: Optional[str] = None
@@ -80,11 +82,15 @@ class LocalTransport(SessionTransport):
     def _new_session(self) -> Session:
         return Session(self.name, ProcessPipe, 30.0)
 
+    def _argv(self, command: str) -> list:
+        """The local argv that runs `command` under the guard."""
+        return guard_argv(command)
+
     def _exec(self, command: str, timeout_s: float) -> NodeResult:
         start = time.monotonic()
         # stdin stays open while we wait: the guard kills the command when it closes,
         # which also happens if this process dies.
-        proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self._argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         with self._lock:
             self._running.add(proc)
@@ -138,7 +144,7 @@ class LocalTransport(SessionTransport):
         return path
 
     def _exec_start(self, command: str) -> "LocalRunning":
-        proc = subprocess.Popen(guard_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self._argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         with self._lock:
             self._running.add(proc)

@@ -72,6 +72,8 @@ class ChannelPipe(Pipe):
 
 
 class SSHTransport(SessionTransport):
+    kind = "ssh"
+
     def __init__(self, ctx: SSHContext, name: str, user: Optional[str] = None, port: Optional[int] = None,
                  session: bool = True):
         self.name = name

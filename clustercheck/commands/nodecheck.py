@@ -1,0 +1,36 @@
+import sys
+
+import click
+
+from clustercheck.config import load_config
+from clustercheck.nodecheck import check_this_node, reason, verdict
+from clustercheck.render import findings_lines
+
+
+@click.command("node-check")
+@click.option("--workdir", help="Directory jobs run in: checked to exist, free disk measured.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=20.0, show_default=True,
+              help="Deadline in seconds for the probe.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Thresholds file (TOML); default ./clustercheck.toml when present.")
+@click.option("--reason", "reason_only", is_flag=True, default=False,
+              help="Print only the reason (empty when healthy), for scontrol update ... reason=.")
+@click.option("-v", "--verbose", is_flag=True, default=False, help="Also list every check.")
+def node_check(workdir, timeout_s, config_path, reason_only, verbose):
+    """This node's health in a few seconds, as a Nagios check (for Slurm's HealthCheckProgram or a prolog).
+
+    GPU health (Xid, ECC, retired rows, temperature, GPUs lost), InfiniBand ports, /dev/shm,
+    memlock and the working directory's disk. Prints one line: CLUSTERCHECK OK|WARNING|CRITICAL|UNKNOWN
+    - reason. Exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, 64 bad input.
+
+    \b
+    Example (drain the node when it is not healthy):
+      reason=$(clustercheck node-check --reason) || \\
+          scontrol update nodename=$(hostname -s) state=drain reason="$reason"
+    """
+    findings = check_this_node(load_config(config_path), workdir, timeout_s)
+    code, line = verdict(findings)
+    click.echo(reason(findings) if reason_only else line)
+    if verbose and not reason_only:
+        click.echo("\n".join(findings_lines(findings, True)))
+    sys.exit(code)

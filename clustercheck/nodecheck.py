@@ -1,0 +1,61 @@
+"""`clustercheck node-check`: this node's own health in a few seconds, for Slurm's hooks.
+
+The single-node judges of env (GPU health: Xid events, ECC, retired rows, temperature, GPUs
+the driver lost; InfiniBand ports and counters; /dev/shm; memlock; the working directory and
+its free disk) over one probe of this machine. The result is one Nagios line and code, and a
+reason short enough for `scontrol update nodename=... state=drain reason=...`: a site runs it
+as HealthCheckProgram or in a prolog and drains the node when it says CRITICAL.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional, Tuple
+
+from clustercheck.config import Config
+from clustercheck.env import env_facts, fabric_rules, gpu_rules, rules
+from clustercheck.env.rules import EnvContext
+from clustercheck.fanout import Cluster, FanoutOptions
+from clustercheck.inventory import Defaults, local_inventory
+from clustercheck.node.judges import unreachable
+from clustercheck.node.probe import ProbeOptions, probe_cluster
+from clustercheck.result import Finding, Status, sort_findings, worst
+
+NODE_RULES = (gpu_rules.gpu_health, gpu_rules.unchecked, fabric_rules.ports, fabric_rules.counters, rules.shm,
+              rules.memlock, rules.workdir)
+NAGIOS = {Status.OK: "OK", Status.WARN: "WARNING", Status.FAIL: "CRITICAL", Status.UNKNOWN: "UNKNOWN"}
+REASON_MAX = 200
+HERE = "localhost"   # Slurm keeps a node's reason short; so do we
+
+
+def check_this_node(config: Config, workdir: Optional[str], timeout_s: float,
+                    python: Optional[str] = None) -> List[Finding]:
+    nodes = local_inventory(Defaults(python=python or sys.executable))
+    with Cluster(nodes, FanoutOptions(session=False)) as cluster:
+        probed = probe_cluster(cluster, nodes, ProbeOptions(timeout_s=timeout_s, workdir=workdir, deep=False))
+    findings = [f for f in unreachable(probed) if f.status is not Status.OK]
+    facts = env_facts(probed)
+    ctx = EnvContext(facts.probed, facts.values, config.env)
+    for rule in NODE_RULES:
+        findings += rule(ctx)
+    return sort_findings(findings)
+
+
+def reason(findings: List[Finding]) -> str:
+    """The worst findings' summaries on one line, for Slurm's reason (no newlines, no quotes, short)."""
+    bad = [f for f in findings if f.status is worst(findings) and f.status is not Status.OK]
+    parts = []
+    for finding in bad:   # the evidence names what is wrong here; the summary names the node ("on localhost")
+        lines = [line.split(": ", 1)[1] if line.startswith(f"{HERE}: ") else line for line in finding.evidence[:2]]
+        parts += lines or [finding.summary.replace(f" on {HERE}", "")]
+    text = " ".join("; ".join(parts).replace('"', "'").split())
+    return text if len(text) <= REASON_MAX else text[:REASON_MAX - 3] + "..."
+
+
+def verdict(findings: List[Finding]) -> Tuple[int, str]:
+    """(Nagios exit code, status line): 'CLUSTERCHECK CRITICAL - GPU ... Xid 79 ...'."""
+    status = worst(findings)
+    passed = sum(1 for f in findings if f.status is Status.OK)
+    line = f"CLUSTERCHECK {NAGIOS[status]} - " + (reason(findings) if status is not Status.OK
+                                                    else f"{passed} check{'s' * (passed != 1)} passed")
+    return status.exit_code, line

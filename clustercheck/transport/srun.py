@@ -1,0 +1,77 @@
+"""A node reached through Slurm: `srun --overlap` into the running allocation, no SSH at all.
+
+Each node's commands go through the same session loop as over SSH (agent.py), started as one
+job step per node: `srun --jobid=JOB --nodes=1 --ntasks=1 --nodelist=NODE --overlap --unbuffered
+/bin/sh -c LOOP`. srun carries the loop's stdin and stdout, so the guarantees are the same: a
+deadline per command, every command in its own process group, and when the tool closes the
+step's stdin (Ctrl-C, a crash: the pipe closes with the process) the loop kills everything and
+exits, which ends the step. What Slurm refuses (a node outside the allocation, a drained node, a
+cancelled job) is the node's outcome, with Slurm's own message.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import List, Optional
+
+from clustercheck.transport.agent import AgentUnavailable, Session, SessionLost
+from clustercheck.transport.base import Outcome, TransportError
+from clustercheck.transport.local import LocalTransport, ProcessPipe
+
+HELLO_TIMEOUT_S = 60.0   # a step starts in ~50 ms; a busy slurmctld can take seconds
+
+
+def srun_argv(job_id: str, node: str) -> List[str]:
+    return ["srun", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
+            "--unbuffered", "--quiet", "--kill-on-bad-exit=0", "--cpu-bind=none", "--job-name=clustercheck"]
+
+
+def allocation() -> Optional[str]:
+    """The job id of the allocation this process runs in (SLURM_JOB_ID), if any."""
+    return os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID") or None
+
+
+class SrunTransport(LocalTransport):
+    """Commands on `name` through job steps of allocation `job_id`."""
+
+    kind = "srun"
+
+    def __init__(self, name: str, job_id: str, session: bool = True):
+        super().__init__(name, session)
+        self.job_id = job_id
+        self.prefix = srun_argv(job_id, name)
+
+    def connect(self) -> None:
+        """Start the node's step now: what Slurm refuses is the node's outcome, before any work."""
+        if shutil.which("srun") is None:
+            raise TransportError(Outcome.SLURM_REFUSED, "srun is not installed on this machine")
+        if self.use_session:
+            self._session()
+            return
+        result = self._exec("true", HELLO_TIMEOUT_S)
+        if not result.ok:
+            raise TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {result.stderr.strip() or result.detail}")
+
+    def _new_session(self) -> Session:
+        try:
+            return Session(self.name, lambda argv: ProcessPipe(self.prefix + list(argv)), HELLO_TIMEOUT_S)
+        except AgentUnavailable as exc:
+            raise TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {exc}") from None
+
+    def _argv(self, command: str) -> list:
+        return self.prefix + super()._argv(command)
+
+    def _lost(self, exc: SessionLost, doing: str) -> TransportError:
+        return TransportError(Outcome.SLURM_REFUSED, f"{self.name}: the job step ended while {doing} ({exc}): "
+                                                     f"node down, or the job cancelled?")
+
+    def put(self, data: bytes, name: str, mode: int = 0o600, timeout_s: float = 30.0) -> str:
+        session = self._session()
+        if session is None:
+            raise TransportError(Outcome.SLURM_REFUSED, f"{self.name}: no job step to write {name} through "
+                                                        f"({self.session_problem or 'sessions are off'})")
+        try:
+            return session.put(data, name, mode, timeout_s)
+        except SessionLost as exc:
+            raise self._lost(exc, f"writing {name}") from None

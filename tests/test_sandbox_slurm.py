@@ -1,0 +1,165 @@
+"""clustercheck under a real Slurm on the sandbox: munge, a slurmctld and a slurmd in each of three
+nodes (Debian's slurm-wlm), sshd stopped on every node, so nothing can go over SSH. This host is
+the login node: salloc / sbatch / srun run here, and clustercheck reaches the nodes through job
+steps (srun --overlap). Each node has its own process table, /tmp and mounts."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clustercheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK
+from clustercheck.sandbox import Sandbox, down, faults
+from clustercheck.sandbox.slurm import environment, missing_slurm, start_slurm
+from tests.conftest import gone
+
+pytestmark = [pytest.mark.sandbox,
+              pytest.mark.skipif(bool(missing_slurm()), reason="Slurm is not installed here (scripts/test.sh "
+                                                               "installs slurm-wlm and munge)")]
+PY = sys.executable
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    name = f"s{os.getpid() % 10000}"
+    box = Sandbox.up(3, name)
+    try:
+        start_slurm(box)
+        for node in box.nodes:
+            faults.stop_sshd(box, node.name)
+        yield box
+    finally:
+        down(name)
+
+
+def slurm_env(box):
+    return dict(os.environ, **environment(box))
+
+
+def salloc(box, *argv, timeout=600, **kwargs):
+    return subprocess.run(["salloc", "-N", "3", "--quiet", *argv], capture_output=True, text=True, timeout=timeout,
+                          env=slurm_env(box), **kwargs)
+
+
+def steps_left(box):
+    return subprocess.run(["squeue", "-s", "-h"], capture_output=True, text=True, env=slurm_env(box)).stdout.strip()
+
+
+def undo_mounts(box, name):
+    """Take the node's fault mounts away without faults.clear, which would start the sshd we stopped."""
+    node = box.node(name)
+    for target in reversed(node.mounts):
+        faults.node_exec(box, name, ["umount", "-l", target], check=False)
+    node.mounts = []
+    box.faults.pop(node.name, None)
+    box.save()
+
+
+def by_check(doc):
+    found = {}
+    for finding in doc["findings"]:
+        found.setdefault(finding["check"], []).append(finding)
+    return found
+
+
+def test_preflight_in_an_allocation_is_ready_with_every_stage_over_srun(cluster, tmp_path):
+    proc = salloc(cluster, PY, "-m", "clustercheck", "preflight", "--slurm", "--python", PY, "--json",
+                  "--reports-dir", str(tmp_path), cwd=str(tmp_path))
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"].startswith("READY") and doc["exit_code"] == EXIT_OK
+    assert {name: stage["status"] for name, stage in doc["stages"].items()} == {
+        "env": "OK", "net": "OK", "bench": "OK", "smoke": "OK"}
+    found = by_check(doc)
+    assert found["slurm.state"][0]["summary"].startswith("Slurm lists all 3 nodes as usable")
+    assert doc["smoke"]["launcher"] == "srun"
+    assert gone("entry.py --mode") and gone("clustercheck-agent") and not steps_left(cluster)
+
+
+def test_a_drained_node_is_named_with_slurms_reason(cluster, tmp_path):
+    victim = cluster.nodes[2].name
+    script = (f"scontrol update nodename={victim} state=drain reason='GPU 3 fell off the bus' && "
+              f"{PY} -m clustercheck env --slurm --python {PY} --json; code=$?; "
+              f"scontrol update nodename={victim} state=resume; exit $code")
+    proc = salloc(cluster, "/bin/sh", "-c", script, cwd=str(tmp_path))
+    assert proc.returncode == EXIT_FAIL, proc.stdout[-3000:] + proc.stderr[-2000:]
+    [finding] = [f for f in json.loads(proc.stdout)["findings"] if f["check"] == "slurm.state"]
+    assert finding["status"] == "FAIL" and finding["nodes"] == [victim], finding
+    assert "drain" in finding["summary"] and "GPU 3 fell off the bus" in finding["summary"], finding
+
+
+def test_sbatch_leaves_a_report_and_exits_with_the_verdict(cluster):
+    submit = os.path.join(cluster.dir, "submit")   # the nodes share it (their /tmp is their own)
+    os.makedirs(submit, exist_ok=True)
+    script = subprocess.run([PY, "-m", "clustercheck", "sbatch", "--nodes", "3", "--", "--python", PY, "--skip",
+                             "bench"], capture_output=True, text=True, cwd=submit, check=True).stdout
+    proc = subprocess.run(["sbatch", "--wait", "--parsable"], input=script, capture_output=True, text=True,
+                          timeout=600, cwd=submit, env=slurm_env(cluster))
+    assert proc.returncode == EXIT_OK, proc.stderr + open(os.path.join(submit, "reports", os.listdir(
+        os.path.join(submit, "reports"))[0])).read()[-3000:]
+    job = proc.stdout.strip().split(";")[0]
+    reports = os.listdir(os.path.join(submit, "reports"))
+    assert f"preflight-{job}.out" in reports
+    [report] = [r for r in reports if r.endswith(f"slurm-{job}.json")]
+    doc = json.load(open(os.path.join(submit, "reports", report)))
+    assert doc["verdict"].startswith("READY") and doc["exit_code"] == proc.returncode
+
+
+def test_a_node_without_deepspeed_is_not_ready_and_named(cluster, tmp_path):
+    import importlib.util
+    victim = cluster.nodes[1].name
+    site = os.path.dirname(os.path.dirname(importlib.util.find_spec("deepspeed").origin))
+    faults.hide_python_packages(cluster, victim, site, ["deepspeed"])
+    try:
+        proc = salloc(cluster, PY, "-m", "clustercheck", "preflight", "--python", PY, "--json", "--reports-dir",
+                      str(tmp_path), cwd=str(tmp_path))
+    finally:
+        undo_mounts(cluster, victim)
+    assert proc.returncode == EXIT_FAIL, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    [finding] = by_check(doc)["same.deepspeed"]
+    assert finding["status"] == "FAIL" and finding["nodes"] == [victim], finding
+
+
+def test_ctrl_c_during_preflight_leaves_no_process_and_no_job_step(cluster, tmp_path):
+    proc = subprocess.Popen(["salloc", "-N", "3", "--quiet", PY, "-m", "clustercheck", "preflight", "--python", PY,
+                             "--reports-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=str(tmp_path), env=slurm_env(cluster))
+    seen = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:   # interrupt it once ranks train on every node
+        line = proc.stderr.readline()
+        seen.append(line)
+        if "[smoke]" in line and "ranks up" in line:
+            break
+    tool = subprocess.run(["pgrep", "-f", "-P", str(proc.pid), "clustercheck preflight"], capture_output=True,
+                          text=True).stdout.split()
+    assert tool, "".join(seen)
+    os.kill(int(tool[0]), signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, err[-2000:]
+    assert gone("entry.py --mode", within_s=10) and gone("clustercheck-agent", within_s=5)
+    assert not steps_left(cluster)
+
+
+def test_node_check_names_a_fallen_gpu_in_one_line_for_slurm(cluster):
+    """node-check as a prolog or HealthCheckProgram would run it, on the node, through Slurm."""
+    victim = cluster.nodes[0].name
+    faults.stand_in(cluster, victim, "nvidia-smi", {"-q -x": os.path.join(DATA, "nvidia-smi",
+                                                                         "h100-x8-driver-580.xml")})
+    lines = open(os.path.join(DATA, "kmsg", "dmesg-xid79-nvsentinel-155.txt")).read().splitlines()
+    faults.kernel_log(cluster, victim, [line.split("] ", 1)[-1] for line in lines])
+    try:
+        proc = subprocess.run(["srun", "-N", "1", "-w", victim, "--quiet", "env", "PATH=/usr/local/sbin:/usr/bin:/bin",
+                               PY, "-m", "clustercheck", "node-check"], capture_output=True, text=True,
+                              timeout=120, env=slurm_env(cluster))
+    finally:
+        undo_mounts(cluster, victim)
+    assert proc.returncode == EXIT_FAIL, proc.stdout + proc.stderr
+    [line] = proc.stdout.strip().splitlines()
+    assert line.startswith("CLUSTERCHECK CRITICAL - ") and "Xid 79" in line and len(line) < 260, line
