@@ -209,7 +209,7 @@ def render_stacks(groups: Sequence[Group], problems: Dict[str, str], frames_show
     total = sum(len(g.members) for g in groups)
     lines.append("")
     lines.append(f"{total} process{'es' * (total != 1)} in {len(groups)} distinct stack{'s' * (len(groups) != 1)}"
-                 + (f"; odd first" if len(groups) > 1 else ""))
+                 + ("; odd first" if len(groups) > 1 else ""))
     by_problem: Dict[str, List[str]] = {}
     for node, problem in problems.items():
         by_problem.setdefault(problem, []).append(node)

@@ -23,28 +23,17 @@ import shlex
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from clustercheck.sandbox.hostsettings import STATE_ROOT, raise_neighbour_table, restore_host_settings
+from clustercheck.sandbox.processes import SandboxError, host_pid, pid_alive, read_text, sh, spawn
 
 SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 MAX_NODES = 1000   # a Linux bridge takes 1,024 ports
 REQUIRED_TOOLS = ("ip", "sshd", "ssh-keygen", "unshare", "nsenter", "iptables", "tc")
-
-
-class SandboxError(Exception):
-    pass
-
-
-def sh(*argv: str, check: bool = True, input: Optional[str] = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, input=input, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise SandboxError(f"{' '.join(argv)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc
 
 
 def missing_requirements() -> List[str]:
@@ -225,9 +214,9 @@ class Sandbox:
                 os.unlink(pidfile)
             node.sshd_pid = 0
             sshd = ["/usr/sbin/sshd", "-D", "-f", node.sshd_config, "-E", f"{self.dir}/sshd.{node.name}.log"]
-            if _pid_alive(node.init_pid):
+            if pid_alive(node.init_pid):
                 # sshd restarted on a live node: in the node's own namespaces, its processes and mounts kept
-                _spawn(["nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *sshd])
+                spawn(["nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *sshd])
             else:
                 node.init_pid = self._start_node(node, " ".join(shlex.quote(a) for a in sshd))
         deadline = time.monotonic() + 20 + 0.05 * len(nodes)
@@ -240,7 +229,7 @@ class Sandbox:
             while not node.sshd_pid:  # sshd creates the file a moment before it writes the pid
                 try:
                     with open(pidfile) as handle:
-                        node.sshd_pid = _host_pid(node.netns, node.init_pid, int(handle.read().split()[0]))
+                        node.sshd_pid = host_pid(node.netns, node.init_pid, int(handle.read().split()[0]))
                 except (OSError, IndexError, ValueError):
                     pass
                 if not node.sshd_pid:
@@ -262,11 +251,11 @@ class Sandbox:
         os.chmod(tmp, 0o1777)
         init = (f"mount --bind {tmp} /tmp && {self._local_home_state(node)}hostname {node.name} || exit 1; "
                 f"{sshd} & while :; do wait; sleep 2; done")
-        proc = _spawn(["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
+        proc = spawn(["ip", "netns", "exec", node.netns, "unshare", "--uts", "--pid", "--fork", "--mount-proc",
                        "--", "/bin/sh", "-c", init])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:   # `ip netns exec` execs unshare, whose child is the node's init
-            children = _read(f"/proc/{proc.pid}/task/{proc.pid}/children").split()
+            children = read_text(f"/proc/{proc.pid}/task/{proc.pid}/children").split()
             if children:
                 return int(children[0])
             time.sleep(0.005)
@@ -305,7 +294,7 @@ class Sandbox:
                 handle.write(f"{node.addr} {kind} {b64}\n")
 
     def sshd_alive(self, node: SandboxNode) -> bool:
-        return _pid_alive(node.sshd_pid)
+        return pid_alive(node.sshd_pid)
 
     def status(self) -> List[Dict[str, str]]:
         rows = []
@@ -322,47 +311,6 @@ def _listening(addr: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(") ")[-1][0] != "Z"
-    except OSError:
-        return False
-
-
-def _spawn(argv: List[str]) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
-def _pid_namespace(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return ""
-
-
-def _host_pid(netns: str, init_pid: int, ns_pid: int) -> int:
-    """The host's pid of the process that is `ns_pid` in the PID namespace of the node's init (0: none)."""
-    namespace = _pid_namespace(init_pid)
-    for pid in sh("ip", "netns", "pids", netns, check=False).stdout.split():
-        nspid = next((line.split()[1:] for line in _read(f"/proc/{pid}/status").splitlines()
-                      if line.startswith("NSpid:")), [])
-        if len(nspid) > 1 and int(nspid[-1]) == ns_pid and _pid_namespace(int(pid)) == namespace:
-            return int(pid)
-    return 0
 
 
 def _free_subnet() -> str:
@@ -398,7 +346,7 @@ def down(name: str) -> List[str]:
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + 2
-            while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
                 time.sleep(0.02)
     for netns in namespaces:
         sh("ip", "netns", "del", netns, check=False)

@@ -27,7 +27,8 @@ import subprocess
 import time
 from typing import Dict, List, Optional
 
-from clustercheck.sandbox.cluster import Sandbox, SandboxError, _pid_alive, sh
+from clustercheck.sandbox.cluster import Sandbox
+from clustercheck.sandbox.processes import SandboxError, pid_alive, sh
 
 SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol", "sinfo")
 CPUS_PER_NODE = 8     # declared (SlurmdParameters=config_overrides): eight ranks per node fit
@@ -137,7 +138,7 @@ def start_slurmd(box: Sandbox, name: str) -> None:
 
 def init_pid(box: Sandbox, name: str) -> int:
     node = box.node(name)
-    return node.init_pid if _pid_alive(node.init_pid) else 0
+    return node.init_pid if pid_alive(node.init_pid) else 0
 
 
 def scontrol(box: Sandbox, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -176,7 +177,7 @@ def _kill_pidfile(path: str) -> Optional[int]:
             pid = int(handle.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    if _pid_alive(pid):
+    if pid_alive(pid):
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -197,7 +198,7 @@ def stop_slurm(name: str, state_dir: str) -> List[str]:
             pass
     munged = _kill_pidfile(os.path.join(where, "munged.pid"))
     deadline = time.monotonic() + 5
-    while any(_pid_alive(p) for p in pids + ([munged] if munged else [])) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in pids + ([munged] if munged else [])) and time.monotonic() < deadline:
         time.sleep(0.05)
     if sh("ip", "netns", "del", ctl_ns, check=False).returncode == 0:
         removed.append(ctl_ns)

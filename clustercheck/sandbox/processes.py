@@ -1,0 +1,60 @@
+"""Processes of the sandbox's nodes, seen from this host: run a command, start one detached, find
+a node's process by the pid its own PID namespace gave it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import List, Optional
+
+
+class SandboxError(Exception):
+    pass
+
+
+def sh(*argv: str, check: bool = True, input: Optional[str] = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, input=input, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise SandboxError(f"{' '.join(argv)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[-1][0] != "Z"
+    except OSError:
+        return False
+
+
+def spawn(argv: List[str]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def host_pid(netns: str, init_pid: int, ns_pid: int) -> int:
+    """The host's pid of the process that is `ns_pid` in the PID namespace of the node's init (0: none)."""
+    namespace = pid_namespace(init_pid)
+    for pid in sh("ip", "netns", "pids", netns, check=False).stdout.split():
+        nspid = next((line.split()[1:] for line in read_text(f"/proc/{pid}/status").splitlines()
+                      if line.startswith("NSpid:")), [])
+        if len(nspid) > 1 and int(nspid[-1]) == ns_pid and pid_namespace(int(pid)) == namespace:
+            return int(pid)
+    return 0
