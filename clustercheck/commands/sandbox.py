@@ -6,7 +6,7 @@ from tabulate import tabulate
 from clustercheck.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
 from clustercheck.sandbox.cluster import MAX_NODES
-from clustercheck.sandbox.slurm import slurm_conf, start_slurm
+from clustercheck.sandbox.slurm import slurm_conf, up_with_slurm
 
 name_option = click.option("--name", default="cc0", show_default=True,
                            help="Sandbox name: the prefix of its nodes, links and namespaces.")
@@ -43,13 +43,8 @@ def sandbox():
 def up(num_nodes, name, shared_hostkey, slurm, gpus):
     """Build NUM_NODES nodes (replacing a sandbox of the same name)."""
     try:
-        box = Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey)
-        if slurm:
-            try:
-                start_slurm(box, gpus)
-            except SandboxError:
-                down(name)
-                raise
+        box = (up_with_slurm(num_nodes, name, shared_hostkey, gpus) if slurm
+               else Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey))
     except SandboxError as exc:
         _fail(exc)
     click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}")

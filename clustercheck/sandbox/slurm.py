@@ -27,7 +27,7 @@ import subprocess
 import time
 from typing import Dict, List, Optional
 
-from clustercheck.sandbox.cluster import Sandbox
+from clustercheck.sandbox.cluster import Sandbox, down
 from clustercheck.sandbox.processes import SandboxError, pid_alive, sh
 
 SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol", "sinfo")
@@ -93,6 +93,17 @@ def _write_conf(box: Sandbox, gpus: int) -> None:
         devices.append(path)
     with open(os.path.join(where, "gres.conf"), "w") as handle:
         handle.write("AutoDetect=off\n" + (f"Name=gpu File={where}/fakegpu[0-{gpus - 1}]\n" if gpus else ""))
+
+
+def up_with_slurm(num_nodes: int, name: str, shared_hostkey: bool = False, gpus: int = 0) -> Sandbox:
+    """`sandbox up --slurm`: the nodes, then Slurm on them; nothing is left if Slurm does not start."""
+    box = Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey)
+    try:
+        start_slurm(box, gpus)
+    except BaseException:
+        down(name)
+        raise
+    return box
 
 
 def start_slurm(box: Sandbox, gpus: int = 0) -> None:
