@@ -44,35 +44,68 @@ def place(p: ProcessStack, plural: bool = False) -> str:
     return f"did not answer ({p.problem or 'no stack'})"
 
 
+def _seq(group) -> int:
+    """The flight recorder's sequence number the group's ranks stand at (-1: unknown)."""
+    seq = (group.first.collective or {}).get("seq")
+    return seq if isinstance(seq, int) else -1
+
+
+def pick_majority(groups):
+    """The group the others are judged against, or None when no group stands out.
+
+    The largest group of ranks whose stack was taken; among equals, the ones waiting in a
+    collective (a rank elsewhere is what they wait for), then the ones furthest on in the
+    flight recorder (the laggard is odd). Equal on all counts: no majority, nobody is blamed."""
+    known = [g for g in groups if g.first.known or g.first.stopped]
+    if not known:
+        return None
+    def rank(g):
+        return (len(g.members), not g.first.stopped, bool(g.first.in_collective), _seq(g))
+    best = max(known, key=rank)
+    if sum(1 for g in known if rank(g) == rank(best)) > 1:
+        return None
+    return best
+
+
 def judge_stacks(stacks: Sequence[ProcessStack], unreached: Dict[str, str], expected_ranks: Optional[int] = None
                  ) -> Forensics:
-    """The odd ranks and where the rest wait; `expected_ranks`: how many ranks the run had."""
+    """The odd ranks and where the rest wait; `expected_ranks`: how many ranks the run had.
+
+    Ranks whose stack could not be taken are never the odd ones: they are said, not blamed."""
     groups = fold_stacks(stacks)
     blocks = ["\n".join(render_group(g, frames_shown=8)) for g in groups]
-    if not stacks:
-        where = "; ".join(f"{n}: {why}" for n, why in unreached.items())
-        return Forensics("no rank's stack could be taken" + (f" ({where})" if where else ""), [], [], blocks,
-                         dict(unreached))
-    majority = max(groups, key=lambda g: (len(g.members), not g.first.stopped, g.first.known))
-    odd = [p for g in groups if g is not majority for p in g.members]
-    parts = [f"{g.who} {place(g.first, len(g.members) > 1)}{step_text(g.members)}" for g in groups if g is not majority]
-    others, first = majority.members, majority.first
-    if len(others) == 1 and parts and first.in_collective and not first.stopped:
-        tail = f"the other, {who(others)}, waits in {first.in_collective}{step_text(others)}"
-    elif len(others) == 1:
-        tail = f"{who(others)} {place(first)}{step_text(others)}"
+    unanswered = [g for g in groups if not g.first.known and not g.first.stopped]
+    judged = [g for g in groups if g not in unanswered]
+    majority = pick_majority(judged)
+    if majority is None:
+        parts = [f"{g.who} {place(g.first, len(g.members) > 1)}{step_text(g.members)}" for g in judged]
+        text = ("no rank's stack could be taken" if not judged else
+                "no group of ranks stands out: " + "; ".join(parts))
+        odd: List[ProcessStack] = []
     else:
-        how = (f"are {first.state_text}" if first.stopped else f"wait in {first.in_collective}" if first.in_collective
-               else f"are in {first.where}" if first.known else f"did not answer ({first.problem or 'no stack'})")
-        tail = (f"the other {len(others)} " if parts else f"all {len(others)} ranks ") + how + step_text(others)
-    if not parts and not first.stopped:
-        tail += ": none is odd (a peer outside the job, the network or a very slow link holds them all)"
-    missing = ""
+        odd = [p for g in judged if g is not majority for p in g.members]
+        parts = [f"{g.who} {place(g.first, len(g.members) > 1)}{step_text(g.members)}" for g in judged
+                 if g is not majority]
+        text = "; ".join(parts + [_majority_text(majority, bool(parts))])
+    text += "".join(f"; {g.who} did not answer ({g.first.problem or 'no stack'})" for g in unanswered)
     if expected_ranks and len(stacks) < expected_ranks:
-        missing = f"; {expected_ranks - len(stacks)} rank(s) not found on their nodes (exited, or the node was not reached)"
-    unreached_text = "".join(f"; {node}: could not look ({why})" for node, why in unreached.items())
-    return Forensics("; ".join(parts + [tail]) + missing + unreached_text, list(stacks), odd, blocks,
-                     dict(unreached))
+        text += f"; {expected_ranks - len(stacks)} rank(s) not found on their nodes (exited, or the node was not reached)"
+    text += "".join(f"; {node}: could not look ({why})" for node, why in unreached.items())
+    return Forensics(text, list(stacks), odd, blocks, dict(unreached))
+
+
+def _majority_text(majority, others_named: bool) -> str:
+    others, first = majority.members, majority.first
+    if len(others) == 1 and others_named and first.in_collective and not first.stopped:
+        return f"the other, {who(others)}, waits in {first.in_collective}{step_text(others)}"
+    if len(others) == 1:
+        return f"{who(others)} {place(first)}{step_text(others)}"
+    how = (f"are {first.state_text}" if first.stopped else f"wait in {first.in_collective}" if first.in_collective
+           else f"are in {first.where}")
+    tail = (f"the other {len(others)} " if others_named else f"all {len(others)} ranks ") + how + step_text(others)
+    if not others_named and not first.stopped:
+        tail += ": none is odd (a peer outside the job, the network or a very slow link holds them all)"
+    return tail
 
 
 def step_text(members: Sequence[ProcessStack]) -> str:

@@ -29,7 +29,7 @@ from clustercheck.stacks import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
 
 FAILURE_GRACE_S = 15.0
-PROGRESS_EVENTS = ("step", "row", "round", "resumed")   # a rank moved on: the stall window starts again
+PROGRESS_EVENTS = ("step", "tick", "row", "round", "pair", "resumed")   # a rank moved on: the stall window starts again
 PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no stall until the next progress
 FORENSICS_TIMEOUT_S = 25.0
 FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
@@ -205,7 +205,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                 for run in runs.values():
                     run.cut_short = run.exit_code is None
                 break
-            stalled_s = stalled()
+            stalled_s = None if failed else stalled()   # a failure is judged as one, never as a hang
             if stalled_s is not None:
                 halt.set()
                 break
@@ -255,7 +255,10 @@ def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_
     commands = {n.name: probe_command(n, tag=f"{run_id}.{n.name}", wait_s=3.0,
                                       hang_dir=hang_directory(launch, n.name))
                 for n in nodes}
-    stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
+    try:
+        stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
+    except Exception as exc:   # the verdict stands without the stacks; never a traceback instead of it
+        return Forensics(f"the ranks' stacks could not be taken ({type(exc).__name__}: {exc})")
     return judge_stacks(stacks, unreached, ranks)
 
 

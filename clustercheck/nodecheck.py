@@ -9,6 +9,7 @@ as HealthCheckProgram or in a prolog and drains the node when it says CRITICAL.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional, Tuple
 
@@ -17,6 +18,7 @@ from clustercheck.env import env_facts, fabric_rules, gpu_rules, rules
 from clustercheck.env.rules import EnvContext
 from clustercheck.fanout import Cluster, FanoutOptions
 from clustercheck.inventory import Defaults, local_inventory
+from clustercheck.node.facts import gpu_count
 from clustercheck.node.judges import unreachable
 from clustercheck.node.probe import ProbeOptions, probe_cluster
 from clustercheck.result import Finding, Status, sort_findings, worst
@@ -28,17 +30,56 @@ REASON_MAX = 200
 HERE = "localhost"   # Slurm keeps a node's reason short; so do we
 
 
-def check_this_node(config: Config, workdir: Optional[str], timeout_s: float,
+def check_this_node(config: Config, workdir: Optional[str], timeout_s: float, expected_gpus: Optional[int] = None,
                     python: Optional[str] = None) -> List[Finding]:
+    """expected_gpus: --gpus, else the NVIDIA GPUs on this machine's PCI bus (sysfs)."""
     nodes = local_inventory(Defaults(python=python or sys.executable))
     with Cluster(nodes, FanoutOptions(session=False)) as cluster:
         probed = probe_cluster(cluster, nodes, ProbeOptions(timeout_s=timeout_s, workdir=workdir, deep=False))
-    findings = [f for f in unreachable(probed) if f.status is not Status.OK]
+    # the probe could not run: nothing was checked, which is UNKNOWN here, not a broken node
+    findings = [Finding(f.check, Status.UNKNOWN, f.summary, f.evidence, f.remedy, f.nodes)
+                for f in unreachable(probed) if f.status is not Status.OK]
     facts = env_facts(probed)
     ctx = EnvContext(facts.probed, facts.values, config.env)
     for rule in NODE_RULES:
         findings += rule(ctx)
+    source = "--gpus" if expected_gpus is not None else "the PCI bus"
+    expected = expected_gpus if expected_gpus is not None else pci_gpus()
+    found = gpu_count(probed[0].facts) if probed and probed[0].facts else None
+    findings += gpus_present(expected, found, source)
     return sort_findings(findings)
+
+
+def pci_gpus(sysfs: str = "/sys") -> int:
+    """NVIDIA GPUs on the PCI bus (vendor 0x10de, class display 0x03xx): what the driver should list."""
+    root = os.path.join(sysfs, "bus", "pci", "devices")
+    count = 0
+    for device in (os.listdir(root) if os.path.isdir(root) else []):
+        vendor = read_first(os.path.join(root, device, "vendor"))
+        klass = read_first(os.path.join(root, device, "class"))
+        if vendor == "0x10de" and klass.startswith("0x03"):
+            count += 1
+    return count
+
+
+def read_first(path: str) -> str:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def gpus_present(expected: int, found: Optional[int], source: str) -> List[Finding]:
+    """Every GPU the node should have is listed by the driver (one fallen off the bus often leaves no Xid)."""
+    if not expected or found is None:
+        return []   # no GPUs expected; or the GPUs could not be read, which `unchecked` says
+    if found < expected:
+        return [Finding("gpu.count", Status.FAIL, f"the driver lists {found} of {expected} GPUs ({source})",
+                        [f"{HERE}: nvidia-smi lists {found} GPUs, {source} says {expected}"],
+                        "a GPU fell off the bus or failed to initialise: look at the kernel log (Xid 79), reseat or "
+                        "replace it; drain the node until then", [HERE])]
+    return [Finding("gpu.count", Status.OK, f"all {expected} GPUs are listed by the driver")]
 
 
 def reason(findings: List[Finding]) -> str:

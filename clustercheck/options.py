@@ -140,6 +140,9 @@ class ClusterOptions:
         if self.nodes_file:
             return read_inventory(self.nodes_file, defaults)
         if self.slurm or allocation():
+            if not self.slurm:   # chosen for the user: say so, once, where it cannot spoil --json
+                click.echo(f"clustercheck: inside Slurm job {allocation()}: its nodes, reached through srun "
+                           f"(give a nodes file, or --via ssh, to choose otherwise)", err=True)
             return slurm_inventory(defaults=defaults)
         return local_inventory(defaults)
 

@@ -6,6 +6,7 @@ controller); judged by clustercheck/env/slurm_rules.py against what env found on
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -14,8 +15,10 @@ from typing import Dict, List, Optional, Sequence
 
 SCONTROL_TIMEOUT_S = 20.0
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z][\w/:.]*)=")
-BAD_FLAGS = ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING", "MAINT", "REBOOT_REQUESTED", "REBOOT_ISSUED",
-             "POWERED_DOWN", "POWERING_DOWN", "INVALID_REG", "INVAL")
+BAD_FLAGS = ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "INVALID_REG", "INVAL")
+# Scheduled work on the node: worth saying, not a reason to call a running allocation unfit.
+NOTE_FLAGS = ("MAINT", "REBOOT_REQUESTED", "REBOOT_ISSUED", "RESERVED", "PLANNED")
+_MIG = re.compile(r"\d+g\.\d+gb", re.I)
 
 
 @dataclass
@@ -40,6 +43,11 @@ class SlurmNode:
         """The flags that make the node unfit to train: drained, down, not responding..."""
         return [f for f in self.flags if any(f.startswith(bad) for bad in BAD_FLAGS)]
 
+    @property
+    def notes(self) -> List[str]:
+        """Maintenance or a reboot planned on the node."""
+        return [f for f in self.flags if f in NOTE_FLAGS]
+
 
 def split_fields(text: str) -> Dict[str, str]:
     """scontrol's Key=Value pairs; a value may hold spaces (Reason=), up to the next Key=."""
@@ -59,6 +67,8 @@ def gres_gpus(gres: str) -> Optional[int]:
         parts = item.split(":")
         if parts[0] != "gpu":
             continue
+        if _MIG.search(item):   # MIG slices, not GPUs: nothing to compare with nvidia-smi's GPU count
+            return None
         seen = True
         count = parts[-1] if len(parts) > 1 else "1"
         total += int(count) if count.isdigit() else 1
@@ -66,15 +76,19 @@ def gres_gpus(gres: str) -> Optional[int]:
 
 
 def parse_scontrol(text: str) -> Dict[str, SlurmNode]:
-    """`scontrol show node` output (one record per node, multi-line or -o) -> name -> SlurmNode."""
+    """`scontrol show node` output (one record per node, multi-line or -o) -> name -> SlurmNode.
+
+    A reason is free text (it may hold "Key=" itself): on its own line, all of that line."""
     nodes = {}
-    for record in re.split(r"\n\s*\n|(?=^NodeName=)", text.strip(), flags=re.M):
-        flat = " ".join(line.strip() for line in record.splitlines())
+    for record in re.split(r"(?=^NodeName=)", text.strip(), flags=re.M):
+        lines = [line.strip() for line in record.splitlines() if line.strip()]
+        flat = " ".join(lines)
         if not flat.startswith("NodeName="):
             continue
         values = split_fields(flat)
         name = values["NodeName"].split()[0]
-        reason = values.get("Reason", "")
+        own_line = [line[len("Reason="):] for line in lines if line.startswith("Reason=")]
+        reason = own_line[0].strip() if own_line and len(lines) > 1 else values.get("Reason", "")
         nodes[name] = SlurmNode(name, values.get("State", "?").split()[0], "" if reason in ("(null)", "none")
                                 else reason, gres_gpus(values.get("Gres", "")), values)
     return nodes
@@ -84,6 +98,7 @@ def parse_scontrol(text: str) -> Dict[str, SlurmNode]:
 class SlurmView:
     nodes: Dict[str, SlurmNode] = field(default_factory=dict)
     problem: str = ""               # why Slurm could not be asked
+    job_gpus: Optional[int] = None  # GPUs the job holds on each node (SLURM_GPUS_ON_NODE), if any
 
 
 def read_slurm(names: Sequence[str], timeout_s: float = SCONTROL_TIMEOUT_S) -> SlurmView:
@@ -100,4 +115,5 @@ def read_slurm(names: Sequence[str], timeout_s: float = SCONTROL_TIMEOUT_S) -> S
     nodes = parse_scontrol(proc.stdout)
     if proc.returncode != 0 and not nodes:
         return SlurmView(problem=f"scontrol show node failed: {proc.stderr.strip()[:300]}")
-    return SlurmView(nodes)
+    held = os.environ.get("SLURM_GPUS_ON_NODE", "")
+    return SlurmView(nodes, job_gpus=int(held) if held.isdigit() else None)

@@ -424,6 +424,8 @@ def main(argv=None):
             last_loss = mean_loss
             if compared:
                 losses[step] = mean_loss
+        if not logging_step:
+            log({"event": "tick", "step": step})   # progress for clustercheck's stall window, every step
         if logging_step:
             now = time.time()
             log({"event": "step", "step": step, "loss": round(mean_loss, 6),

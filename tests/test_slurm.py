@@ -68,7 +68,7 @@ def test_recorded_scontrol_outputs_parse():
 
 def test_srun_steps_overlap_inside_the_allocation_on_one_node():
     argv = srun_argv("1234", "gpu07")
-    assert argv[0] == "srun" and "--jobid=1234" in argv and "--nodelist=gpu07" in argv
+    assert "srun" in argv and "--jobid=1234" in argv and "SLURM_NTASKS_PER_NODE" in argv and "--nodelist=gpu07" in argv
     assert "--overlap" in argv and "--nodes=1" in argv and "--ntasks=1" in argv and "--unbuffered" in argv
 
 
@@ -86,3 +86,35 @@ def test_node_check_says_one_line_a_drain_reason_can_carry():
     assert code == 2 and line == "CLUSTERCHECK CRITICAL - GPU 0000:b3:00: Xid 79 (fallen off the bus)"
     assert reason([Finding("shm", Status.OK, "fine")]) == ""
     assert verdict([Finding("shm", Status.OK, "fine")]) == (0, "CLUSTERCHECK OK - 1 check passed")
+
+
+def test_a_reason_holding_key_equals_and_a_blank_line_before_it_is_kept_whole():
+    text = ("NodeName=gpu07 Arch=x86_64\n   Gres=gpu:8\n   State=IDLE+DRAIN ThreadsPerCore=2\n   \n"
+            "   Reason=GPU 3 fell off the bus: Xid=79 [admin@2026-11-20T09:12:44]\n")
+    [node] = parse_scontrol(text).values()
+    assert node.reason == "GPU 3 fell off the bus: Xid=79 [admin@2026-11-20T09:12:44]"
+    recorded = parse_scontrol(open(os.path.join(DATA, "scontrol_show_node_drained_gpu.txt")).read())
+    assert all(n.reason for n in recorded.values()), recorded
+
+
+def test_maintenance_warns_and_a_partial_allocation_or_mig_is_not_a_gpu_mismatch():
+    maint = SlurmView(parse_scontrol(ONE_LINE.replace("IDLE+DRAIN", "ALLOCATED+MAINT")))
+    [state] = [f for f in judge_slurm(maint, ["gpu07"], {}) if f.check == "slurm.state"]
+    assert state.status is Status.WARN
+    partial = SlurmView(parse_scontrol(ONE_LINE.replace("IDLE+DRAIN", "MIXED")), job_gpus=2)
+    assert [f.status for f in judge_slurm(partial, ["gpu07"], {"gpu07": 2}) if f.check == "slurm.gres"] == [Status.OK]
+    assert gres_gpus("gpu:1g.10gb:7") is None
+
+
+def test_node_check_counts_the_gpus_on_the_pci_bus_and_fails_when_the_driver_lists_fewer(tmp_path):
+    from clustercheck.nodecheck import gpus_present, pci_gpus
+    for index, (vendor, klass) in enumerate([("0x10de", "0x030200"), ("0x10de", "0x030200"), ("0x10de", "0x068000"),
+                                             ("0x15b3", "0x020700")]):
+        device = tmp_path / "bus" / "pci" / "devices" / f"0000:{index:02x}:00.0"
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (device / "class").write_text(klass + "\n")
+    assert pci_gpus(str(tmp_path)) == 2          # the NVSwitch (0x0680) and the HCA are not GPUs
+    [finding] = gpus_present(2, 1, "the PCI bus")
+    assert finding.status is Status.FAIL and finding.summary == "the driver lists 1 of 2 GPUs (the PCI bus)"
+    assert gpus_present(2, None, "the PCI bus") == [] and gpus_present(0, 0, "the PCI bus") == []

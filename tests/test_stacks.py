@@ -100,3 +100,21 @@ def test_read_stacks_takes_the_probe_document():
     assert first.rank == 2 and first.in_collective == "broadcast #9" and first.where == "f (x.py:3)"
     assert second.rank is None and second.label == "pid 8" and not second.known
     assert evidence_lines(judge_stacks([first, second], {}))
+
+
+def test_ties_blame_the_rank_outside_the_collective_or_behind_it_and_never_one_that_did_not_answer():
+    reading = [("read", "io.py", 10), ("main", "train.py", 50)]
+    stuck = ProcessStack("n1", 1, 0, "D", "in uninterruptible I/O (D)", reading)
+    waiting = rank("n2", 1)
+    verdict = judge_stacks([stuck, waiting], {})
+    assert [p.rank for p in verdict.odd] == [0], verdict.summary
+    behind = [rank("n1", r, collective=("all_reduce", 24), step=5) for r in range(4)]
+    ahead = [rank("n2", r, collective=("all_reduce", 25)) for r in range(4, 8)]
+    verdict = judge_stacks(behind + ahead, {})
+    assert sorted(p.rank for p in verdict.odd) == [0, 1, 2, 3], verdict.summary
+    mute = [ProcessStack("n2", 10 + r, r, "S", "sleeping", [], problem="py-spy failed: Operation not permitted")
+            for r in range(4, 8)]
+    verdict = judge_stacks([rank("n1", r) for r in range(4)] + mute, {})
+    assert not verdict.odd and "ranks 4-7 on n2 did not answer (py-spy failed" in verdict.summary
+    even = [rank("n1", 0, frames=reading, collective=("x", 1)), rank("n2", 1, frames=WAIT, collective=("x", 1))]
+    assert judge_stacks(even, {}).summary.startswith("no group of ranks stands out")

@@ -112,7 +112,7 @@ class BenchOptions:
                          help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
     timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(5),
                            help="Deadline in seconds for each launch (start, rendezvous, sweep).")
-    stall_s: float = opt("--stall-window", default=30.0, type=click.FloatRange(5),
+    stall_s: float = opt("--stall-window", default=45.0, type=click.FloatRange(5),
                          help="Once results come, this long without one (or 3x the longest gap seen) is a hang: "
                               "every rank's stack is taken and the odd ranks named before the run is stopped. Keep "
                               "it below --op-timeout, which ends a stuck collective.")

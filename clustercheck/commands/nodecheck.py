@@ -13,10 +13,12 @@ from clustercheck.render import findings_lines
               help="Deadline in seconds for the probe.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Thresholds file (TOML); default ./clustercheck.toml when present.")
+@click.option("--gpus", "expected_gpus", type=click.IntRange(0),
+              help="GPUs this node must have (default: the NVIDIA GPUs on its PCI bus).")
 @click.option("--reason", "reason_only", is_flag=True, default=False,
               help="Print only the reason (empty when healthy), for scontrol update ... reason=.")
 @click.option("-v", "--verbose", is_flag=True, default=False, help="Also list every check.")
-def node_check(workdir, timeout_s, config_path, reason_only, verbose):
+def node_check(workdir, timeout_s, config_path, expected_gpus, reason_only, verbose):
     """This node's health in a few seconds, as a Nagios check (for Slurm's HealthCheckProgram or a prolog).
 
     GPU health (Xid, ECC, retired rows, temperature, GPUs lost), InfiniBand ports, /dev/shm,
@@ -24,11 +26,11 @@ def node_check(workdir, timeout_s, config_path, reason_only, verbose):
     - reason. Exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, 64 bad input.
 
     \b
-    Example (drain the node when it is not healthy):
-      reason=$(clustercheck node-check --reason) || \\
-          scontrol update nodename=$(hostname -s) state=drain reason="$reason"
+    Example (drain the node when it is CRITICAL, exit 2):
+      reason=$(clustercheck node-check --reason)
+      [ $? -eq 2 ] && scontrol update nodename=$(hostname -s) state=drain reason="$reason"
     """
-    findings = check_this_node(load_config(config_path), workdir, timeout_s)
+    findings = check_this_node(load_config(config_path), workdir, timeout_s, expected_gpus)
     code, line = verdict(findings)
     click.echo(reason(findings) if reason_only else line)
     if verbose and not reason_only:

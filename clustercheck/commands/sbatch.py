@@ -18,7 +18,11 @@ set -uo pipefail
 cd "$SLURM_SUBMIT_DIR"
 mkdir -p {reports}
 PYTHON=${{CLUSTERCHECK_PYTHON:-{python}}}
+command -v "$PYTHON" >/dev/null || PYTHON=python3   # not this path on the node: the one on PATH
 "$PYTHON" -m clustercheck preflight --slurm --reports-dir {reports} --name "slurm-$SLURM_JOB_ID"{args}
+code=$?
+[ "$code" -le 3 ] || code=3   # could not run (127), interrupted (130): could not check, never OK
+exit $code
 """
 
 

@@ -27,10 +27,14 @@ def judge_slurm(view: SlurmView, names: Sequence[str], gpus: Dict[str, Optional[
 def state(view: SlurmView, names: Sequence[str]) -> List[Finding]:
     unknown = [n for n in names if n not in view.nodes]
     groups: Dict[Tuple[str, str], List[str]] = {}
+    noted: Dict[Tuple[str, str], List[str]] = {}
+    unread = [n for n in names if n in view.nodes and view.nodes[n].state in ("", "?")]
     for name in names:
         node = view.nodes.get(name)
         if node is not None and node.unfit:
             groups.setdefault(("+".join(node.unfit), node.reason), []).append(name)
+        elif node is not None and node.notes:
+            noted.setdefault(("+".join(node.notes), node.reason), []).append(name)
     findings = []
     for (flags, reason), nodes in groups.items():
         words = flags.lower().replace("_", " ").replace("+", ", ")
@@ -39,9 +43,16 @@ def state(view: SlurmView, names: Sequence[str]) -> List[Finding]:
             [f"{n}: State={view.nodes[n].state}" + (f" Reason={reason}" if reason else "") for n in nodes],
             "fix what the reason says, then `scontrol update nodename=NODE state=resume`; until then keep the node "
             "out of the job (sbatch --exclude=NODE)", nodes))
+    for (flags, reason), nodes in noted.items():
+        findings.append(Finding("slurm.state", Status.WARN, f"Slurm has {flags.lower().replace('_', ' ')} planned on "
+                                                            f"{fold(nodes)}" + (f": {reason}" if reason else ""), [],
+                                "expect the node to leave service; finish the job before it does", nodes))
     if unknown:
         findings.append(Finding("slurm.state", Status.UNKNOWN, f"Slurm does not know {fold(unknown)}", [],
                                 "use the node names Slurm uses (sinfo -N)", unknown))
+    if unread:
+        findings.append(Finding("slurm.state", Status.UNKNOWN, f"Slurm gave no state for {fold(unread)}", [],
+                                "look at `scontrol show node` by hand", unread))
     if not findings:
         states = sorted({view.nodes[n].state for n in names})
         findings.append(Finding("slurm.state", Status.OK, f"Slurm lists all {len(names)} nodes as usable "
@@ -59,9 +70,11 @@ def gres(view: SlurmView, names: Sequence[str], gpus: Dict[str, Optional[int]]) 
             continue
         compared.append(name)
         if node.gpus is None:
-            if found:
+            if found and "gpu" not in node.fields.get("Gres", ""):
                 unscheduled.append(name)
-        elif node.gpus != found:
+        elif found not in (node.gpus, view.job_gpus) and not (found == 0 and not view.job_gpus):
+            # what the job sees: all the node's GPUs, or the job's share of them where devices are
+            # constrained; a job that holds none may see none (ConstrainDevices): nothing to compare
             wrong.setdefault((node.gpus, found), []).append(name)
     findings = [Finding("slurm.gres", Status.FAIL, f"Slurm hands out {said} GPU{'s' * (said != 1)} on {fold(nodes)}, "
                                                    f"which {'has' if len(nodes) == 1 else 'have'} {has}",

@@ -124,7 +124,18 @@ def chosen(args, skipped):
             env = environ(pid)
             if env and env.get("CLUSTERCHECK_RUN") == args.tag and "RANK" in env:
                 found.append((pid, argv, env))
+    if args.tag:   # a rank's own children (data loader workers) carry its RANK too: the rank is the parent
+        ranks = {pid: env.get("RANK") for pid, _, env in found}
+        found = [(pid, argv, env) for pid, argv, env in found
+                 if ranks.get(parent_of(pid)) != env.get("RANK")]
     return found
+
+
+def parent_of(pid):
+    try:
+        return int(status(pid).get("PPid", "0"))
+    except ValueError:
+        return 0
 
 
 def find_py_spy():

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from clustercheck.sandbox.hostsettings import STATE_ROOT, raise_neighbour_table, restore_host_settings
-from clustercheck.sandbox.processes import SandboxError, host_pid, pid_alive, read_text, sh, spawn
+from clustercheck.sandbox.processes import SandboxError, first_process_alive, host_pid, pid_alive, read_text, sh, spawn
 
 SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
@@ -214,7 +214,7 @@ class Sandbox:
                 os.unlink(pidfile)
             node.sshd_pid = 0
             sshd = ["/usr/sbin/sshd", "-D", "-f", node.sshd_config, "-E", f"{self.dir}/sshd.{node.name}.log"]
-            if pid_alive(node.init_pid):
+            if first_process_alive(node.init_pid, node.netns):
                 # sshd restarted on a live node: in the node's own namespaces, its processes and mounts kept
                 spawn(["nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *sshd])
             else:
@@ -337,17 +337,26 @@ def down(name: str) -> List[str]:
     netns_re = re.compile(rf"^{re.escape(name)}-n\d+$")
     namespaces = [line.split()[0] for line in sh("ip", "netns", "list", check=False).stdout.splitlines()
                   if line.split() and netns_re.match(line.split()[0])]
-    for netns in namespaces:  # every process of a node: sshd, sessions, anything a test started there
-        pids = [int(p) for p in sh("ip", "netns", "pids", netns, check=False).stdout.split()]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + 2
-            while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-                time.sleep(0.02)
+    # every process of every node (sshd, sessions, slurmd, anything a test started) in one pass: TERM,
+    # then KILL for each node's first process (PID 1 of its namespace ignores TERM; its namespace dies with
+    # it) and `unshare`, one wait of at most 2 s for them all, then KILL for what is left
+    pids = [int(p) for netns in namespaces for p in sh("ip", "netns", "pids", netns, check=False).stdout.split()]
+    firsts = [p for p in pids if read_text(f"/proc/{p}/comm").strip() == "unshare"
+              or (read_text(f"/proc/{p}/status").split("NSpid:")[-1].split("\n")[0].split() or ["0"])[-1] == "1"]
+    for sig, targets in ((signal.SIGTERM, pids), (signal.SIGKILL, firsts)):
+        for pid in targets:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 2
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     for netns in namespaces:
         sh("ip", "netns", "del", netns, check=False)
         removed.append(netns)

@@ -13,7 +13,7 @@ import time
 from typing import Callable, Dict, List, Sequence
 
 from clustercheck.sandbox.cluster import Sandbox, SandboxNode
-from clustercheck.sandbox.processes import SandboxError, pid_alive, sh
+from clustercheck.sandbox.processes import SandboxError, first_process_alive, pid_alive, sh
 
 
 def _record(box: Sandbox, node: SandboxNode, fault: str) -> None:
@@ -24,7 +24,7 @@ def _record(box: Sandbox, node: SandboxNode, fault: str) -> None:
 def node_exec(box: Sandbox, name: str, argv: Sequence[str], check: bool = True):
     """Run argv inside the node: its network, hostname, mounts and process table (its first process's)."""
     node = box.node(name)
-    if not pid_alive(node.init_pid):
+    if not first_process_alive(node.init_pid, node.netns):
         raise SandboxError(f"{node.name} is down (its first process is gone); start_sshd brings it back")
     return sh("nsenter", "-t", str(node.init_pid), "-n", "-u", "-m", "-p", "--", *argv, check=check)
 
@@ -106,7 +106,7 @@ def stop_sshd(box: Sandbox, name: str) -> None:
 def start_sshd(box: Sandbox, name: str) -> None:
     node = box.node(name)
     if not box.sshd_alive(node):
-        if not pid_alive(node.init_pid):
+        if not first_process_alive(node.init_pid, node.netns):
             node.mounts = []  # the node was down: its mounts went with it
         box._start_sshds([node])
     box.faults[node.name] = [f for f in box.faults.get(node.name, []) if f != "sshd stopped"]

@@ -58,3 +58,11 @@ def host_pid(netns: str, init_pid: int, ns_pid: int) -> int:
         if len(nspid) > 1 and int(nspid[-1]) == ns_pid and pid_namespace(int(pid)) == namespace:
             return int(pid)
     return 0
+
+
+def first_process_alive(pid: int, netns: str) -> bool:
+    """The node's first process still runs (a pid reused by another process after a crash is not it)."""
+    try:
+        return pid_alive(pid) and os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
+    except OSError:
+        return False

@@ -28,7 +28,7 @@ import time
 from typing import Dict, List, Optional
 
 from clustercheck.sandbox.cluster import Sandbox, down
-from clustercheck.sandbox.processes import SandboxError, pid_alive, sh
+from clustercheck.sandbox.processes import SandboxError, first_process_alive, pid_alive, sh
 
 SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol", "sinfo")
 CPUS_PER_NODE = 8     # declared (SlurmdParameters=config_overrides): eight ranks per node fit
@@ -149,7 +149,7 @@ def start_slurmd(box: Sandbox, name: str) -> None:
 
 def init_pid(box: Sandbox, name: str) -> int:
     node = box.node(name)
-    return node.init_pid if pid_alive(node.init_pid) else 0
+    return node.init_pid if first_process_alive(node.init_pid, node.netns) else 0
 
 
 def scontrol(box: Sandbox, *args: str, check: bool = True) -> subprocess.CompletedProcess:

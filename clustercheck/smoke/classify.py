@@ -141,7 +141,7 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[flo
 
     A run stopped for want of progress (stalled_s) is a hang whatever its ranks printed; the
     stacks taken before it was stopped (forensics) name the odd ranks."""
-    if stalled_s is not None:
+    if stalled_s is not None and not any(r.lost or r.exit_code not in (0, None) for r in runs.values()):
         return hang_cause(runs, timeout_s, stalled_s, forensics)
     lost = [n for n, r in runs.items() if r.lost]
     failures = {n: torchrun_failures(r.stderr or "\n".join(r.stderr_tail)) for n, r in runs.items()}

@@ -20,15 +20,24 @@ from clustercheck.transport.base import Outcome, TransportError
 from clustercheck.transport.local import LocalTransport, ProcessPipe
 
 HELLO_TIMEOUT_S = 60.0   # a step starts in ~50 ms; a busy slurmctld can take seconds
+# What the job's own shape puts in the environment and srun would read as this step's request
+# (eight tasks per node, a CPU count, GPUs per task...): the step is one task on one node.
+STEP_SHAPE = ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK",
+              "SLURM_GPUS_PER_TASK", "SLURM_TRES_PER_TASK", "SLURM_EXACT", "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_GPU",
+              "SLURM_MEM_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_CPU_BIND")
 
 
 def srun_argv(job_id: str, node: str) -> List[str]:
-    return ["srun", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
+    return ["env", *(arg for name in STEP_SHAPE for arg in ("-u", name)), "srun", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
             "--unbuffered", "--quiet", "--kill-on-bad-exit=0", "--cpu-bind=none", "--job-name=clustercheck"]
 
 
 def allocation() -> Optional[str]:
-    """The job id of the allocation this process runs in (SLURM_JOB_ID), if any."""
+    """The job id of the allocation this process runs in (SLURM_JOB_ID), if any.
+
+    Not in a prolog or epilog (SLURM_SCRIPT_CONTEXT): no step can start there."""
+    if os.environ.get("SLURM_SCRIPT_CONTEXT"):
+        return None
     return os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID") or None
 
 
@@ -41,6 +50,7 @@ class SrunTransport(LocalTransport):
         super().__init__(name, session)
         self.job_id = job_id
         self.prefix = srun_argv(job_id, name)
+        self.refused: Optional[TransportError] = None   # Slurm said no once: every later call is told at once
 
     def connect(self) -> None:
         """Start the node's step now: what Slurm refuses is the node's outcome, before any work."""
@@ -54,10 +64,13 @@ class SrunTransport(LocalTransport):
             raise TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {result.stderr.strip() or result.detail}")
 
     def _new_session(self) -> Session:
+        if self.refused is not None:
+            raise self.refused
         try:
             return Session(self.name, lambda argv: ProcessPipe(self.prefix + list(argv)), HELLO_TIMEOUT_S)
         except AgentUnavailable as exc:
-            raise TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {exc}") from None
+            self.refused = TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {exc}")
+            raise self.refused from None
 
     def _argv(self, command: str) -> list:
         return self.prefix + super()._argv(command)
