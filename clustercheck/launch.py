@@ -92,6 +92,7 @@ class Launch:
     env: Dict[str, str] = field(default_factory=dict)
     config: Dict = field(default_factory=dict)   # recorded with the stage
     stall_s: Optional[float] = None              # no progress for this long (once there was some): a hang
+    stall_cap_s: Optional[float] = None          # the adaptive window never grows past this (bench: its op timeout)
 
 
 def forwarded_env() -> Dict[str, str]:
@@ -167,9 +168,11 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         if not launch.stall_s or clock["last"] is None or clock["paused"]:
             return None
         quiet = time.monotonic() - clock["last"]
-        return quiet if quiet > max(launch.stall_s, 3 * clock["longest"]) else None
+        window = max(launch.stall_s, 3 * clock["longest"])
+        window = min(window, max(launch.stall_s, launch.stall_cap_s)) if launch.stall_cap_s else window
+        return quiet if quiet > window else None
 
-    halt = threading.Event()   # the run stalled: what ends now is the tool's doing, not the run's
+    halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
 
     def follow(node: Node) -> None:
         run, handle = runs[node.name], handles[node.name]
@@ -187,7 +190,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                         progress(node.name, event)
                 continue
             code = handle.wait(0.05)
-            if code is not None:
+            if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
                 run.exit_code, run.ended_s = code, time.monotonic() - started
                 run.lost = code == -1 and handle.lost
                 return
@@ -217,6 +220,9 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                 progress(hung[0].name, {"event": "stalled", "quiet_s": stalled_s, "nodes": [n.name for n in hung]})
             forensics = take_forensics(cluster, hung, launch, run_id, sum(launch.nproc[n.name] for n in hung))
     finally:
+        halt.set()   # what ends from here on was stopped by the tool: not the run's own exit code
+        for thread in threads:
+            thread.join(timeout=2.0)
         for node_name, handle in handles.items():
             runs[node_name].stderr = handle.stop()
             tail = runs[node_name].stderr.strip().splitlines()

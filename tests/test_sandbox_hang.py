@@ -65,7 +65,8 @@ def test_a_frozen_rank_in_bench_is_named(box, tmp_path):
     nodes.write_text("\n".join(node.name for node in box.nodes[:2]) + "\n")
     proc = subprocess.run([sys.executable, "-m", "clustercheck", "bench", str(nodes), "-F", box.ssh_config,
                            "--python", sys.executable, "--nproc-per-node", "2", "--json", "--pairwise", "off",
-                           "--min-bytes", "1K", "--max-bytes", "1M", "--stall-window", "10", "--timeout", "300"],
+                           "--min-bytes", "1K", "--max-bytes", "1M", "--stall-window", "10", "--op-timeout", "120",
+                           "--timeout", "300"],
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == EXIT_FAIL, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)

@@ -220,7 +220,8 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         env = {"NCCL_ALGO": "Ring"} if options.ring else {}  # on 2 nodes NCCL may pick tree: above the fabric
         facts.stages.append(run_torchrun(cluster, nodes, probed, Launch(
             "torchrun", paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
-            options.timeout_s, env, config, stall_s=options.stall_s), progress))
+            options.timeout_s, env, config, stall_s=options.stall_s,
+            stall_cap_s=0.8 * options.op_timeout_s), progress))   # before a stuck collective times out
     return facts
 
 
