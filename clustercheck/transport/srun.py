@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from typing import List, Optional
 
 from clustercheck.transport.agent import AgentUnavailable, Session, SessionLost
 from clustercheck.transport.base import Outcome, TransportError
-from clustercheck.transport.local import LocalTransport, ProcessPipe
+from clustercheck.transport.local import LocalTransport, ProcessPipe, stop
 
 HELLO_TIMEOUT_S = 60.0   # a step starts in ~50 ms; a busy slurmctld can take seconds
 # What the job's own shape puts in the environment and srun would read as this step's request
@@ -27,9 +28,38 @@ STEP_SHAPE = ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_TA
               "SLURM_MEM_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_CPU_BIND")
 
 
-def srun_argv(job_id: str, node: str) -> List[str]:
+STEP_GRACE_S = 10.0   # for srun to pass the closed stdin on and the step to end, before it is killed
+
+
+class StepPipe(ProcessPipe):
+    """The session's srun. Closing it waits for the step to end; an srun that had to be killed
+    leaves its step to Slurm, so the step is cancelled by its name (scancel JOB.STEP)."""
+
+    def __init__(self, argv, job_id: str, step_name: str):
+        self.job_id, self.step_name = job_id, step_name
+        super().__init__(argv)
+
+    def close(self) -> None:
+        stop(self.proc, STEP_GRACE_S)
+        if self.proc.returncode is not None and self.proc.returncode < 0:
+            cancel_steps(self.job_id, self.step_name)
+        self._errors.close()
+
+
+def cancel_steps(job_id: str, step_name: str) -> None:
+    try:
+        listed = subprocess.run(["squeue", "-s", "-h", "-j", job_id, "-o", "%i %j"], capture_output=True, text=True,
+                                timeout=10).stdout
+        steps = [line.split()[0] for line in listed.splitlines() if line.split()[1:] == [step_name]]
+        if steps:
+            subprocess.run(["scancel", "--signal=KILL", *steps], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        pass   # the job's end takes the step with it
+
+
+def srun_argv(job_id: str, node: str, step_name: str = "clustercheck") -> List[str]:
     return ["env", *(arg for name in STEP_SHAPE for arg in ("-u", name)), "srun", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap",
-            "--unbuffered", "--quiet", "--kill-on-bad-exit=0", "--cpu-bind=none", "--job-name=clustercheck"]
+            "--unbuffered", "--quiet", "--kill-on-bad-exit=0", "--cpu-bind=none", f"--job-name={step_name}"]
 
 
 def allocation() -> Optional[str]:
@@ -49,7 +79,8 @@ class SrunTransport(LocalTransport):
     def __init__(self, name: str, job_id: str, session: bool = True):
         super().__init__(name, session)
         self.job_id = job_id
-        self.prefix = srun_argv(job_id, name)
+        self.step_name = f"clustercheck-{os.getpid()}-{name}"   # this session's step, to cancel if need be
+        self.prefix = srun_argv(job_id, name, self.step_name)
         self.refused: Optional[TransportError] = None   # Slurm said no once: every later call is told at once
 
     def connect(self) -> None:
@@ -67,7 +98,8 @@ class SrunTransport(LocalTransport):
         if self.refused is not None:
             raise self.refused
         try:
-            return Session(self.name, lambda argv: ProcessPipe(self.prefix + list(argv)), HELLO_TIMEOUT_S)
+            return Session(self.name, lambda argv: StepPipe(self.prefix + list(argv), self.job_id, self.step_name),
+                           HELLO_TIMEOUT_S)
         except AgentUnavailable as exc:
             self.refused = TransportError(Outcome.SLURM_REFUSED, f"{self.name}: {exc}")
             raise self.refused from None
