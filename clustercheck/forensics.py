@@ -8,22 +8,19 @@ Judging only: nothing here reaches a node.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from clustercheck.stacks import ProcessStack, fold_stacks, ranges, render_group, who
+from clustercheck.stacks import Group, ProcessStack, fold_stacks, ranges, who
 
 
 @dataclass
 class Forensics:
-    """What the stacks say about a hang: its sentence, the odd ranks, the folded blocks."""
+    """What the stacks say about a hang: its sentence, the ranks folded by where they stand, the odd ones."""
 
     summary: str
-    stacks: List[ProcessStack] = field(default_factory=list)
+    groups: List[Group] = field(default_factory=list)      # odd first, as stacks.fold_stacks orders them
     odd: List[ProcessStack] = field(default_factory=list)
-    blocks: List[str] = field(default_factory=list)        # the folded stacks, as printed
-    unreached: Dict[str, str] = field(default_factory=dict)
 
 
 REMEDY_HANG = ("the odd rank is where to look: its node (clustercheck env on it), its stack above; if none is odd, "
@@ -73,25 +70,30 @@ def judge_stacks(stacks: Sequence[ProcessStack], unreached: Dict[str, str], expe
 
     Ranks whose stack could not be taken are never the odd ones: they are said, not blamed."""
     groups = fold_stacks(stacks)
-    blocks = ["\n".join(render_group(g, frames_shown=8)) for g in groups]
     unanswered = [g for g in groups if not g.first.known and not g.first.stopped]
     judged = [g for g in groups if g not in unanswered]
     majority = pick_majority(judged)
+    parts = [describe(g) for g in judged if g is not majority]
+    odd = [p for g in judged if g is not majority for p in g.members] if majority else []
     if majority is None:
-        parts = [f"{g.who} {place(g.first, len(g.members) > 1)}{step_text(g.members)}" for g in judged]
-        text = ("no rank's stack could be taken" if not judged else
-                "no group of ranks stands out: " + "; ".join(parts))
-        odd: List[ProcessStack] = []
+        text = "no rank's stack could be taken" if not judged else "no group of ranks stands out: " + "; ".join(parts)
     else:
-        odd = [p for g in judged if g is not majority for p in g.members]
-        parts = [f"{g.who} {place(g.first, len(g.members) > 1)}{step_text(g.members)}" for g in judged
-                 if g is not majority]
         text = "; ".join(parts + [_majority_text(majority, bool(parts))])
     text += "".join(f"; {g.who} did not answer ({g.first.problem or 'no stack'})" for g in unanswered)
     if expected_ranks and len(stacks) < expected_ranks:
         text += f"; {expected_ranks - len(stacks)} rank(s) not found on their nodes (exited, or the node was not reached)"
     text += "".join(f"; {node}: could not look ({why})" for node, why in unreached.items())
-    return Forensics(text, list(stacks), odd, blocks, dict(unreached))
+    return Forensics(text, groups, odd)
+
+
+def standing(group: Group) -> str:
+    """"are in all_reduce #53 (step 30)": where the group's ranks stand."""
+    return f"{place(group.first, len(group.members) > 1)}{step_text(group.members)}"
+
+
+def describe(group: Group) -> str:
+    """"ranks 0-2 on n[1-2] are in all_reduce #53 (step 30)"."""
+    return f"{group.who} {standing(group)}"
 
 
 def _majority_text(majority, others_named: bool) -> str:
@@ -109,21 +111,17 @@ def _majority_text(majority, others_named: bool) -> str:
 
 
 def step_text(members: Sequence[ProcessStack]) -> str:
-    steps = Counter(m.step for m in members if m.step is not None)
-    if not steps:
-        return ""
-    return f" (step {ranges(list(steps))})"
+    steps = [m.step for m in members if m.step is not None]
+    return f" (step {ranges(steps)})" if steps else ""
 
 
 def evidence_lines(forensics: Forensics, frames: int = 4) -> List[str]:
     """One line per folded group, the odd first: who, where, and the innermost frames."""
     lines = []
-    for group in fold_stacks(forensics.stacks):
-        first = group.first
-        path = " < ".join(f"{func} ({where}:{line})" for func, where, line in first.frames[:frames])
+    for group in forensics.groups:
+        path = " < ".join(f"{func} ({where}:{line})" for func, where, line in group.first.frames[:frames])
         count = f" ({len(group.members)})" if len(group.members) > 1 else ""
-        lines.append(f"{group.who}{count} {place(first, len(group.members) > 1)}{step_text(group.members)}"
-                     + (f": {path}" if path else ""))
+        lines.append(f"{group.who}{count} {standing(group)}" + (f": {path}" if path else ""))
     return lines
 
 

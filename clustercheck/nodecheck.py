@@ -21,6 +21,7 @@ from clustercheck.inventory import Defaults, local_inventory
 from clustercheck.node.facts import gpu_count
 from clustercheck.node.judges import unreachable
 from clustercheck.node.probe import ProbeOptions, probe_cluster
+from clustercheck.probe.nodelib import read
 from clustercheck.result import Finding, Status, sort_findings, worst
 
 NODE_RULES = (gpu_rules.gpu_health, gpu_rules.unchecked, fabric_rules.ports, fabric_rules.counters, rules.shm,
@@ -55,19 +56,11 @@ def pci_gpus(sysfs: str = "/sys") -> int:
     root = os.path.join(sysfs, "bus", "pci", "devices")
     count = 0
     for device in (os.listdir(root) if os.path.isdir(root) else []):
-        vendor = read_first(os.path.join(root, device, "vendor"))
-        klass = read_first(os.path.join(root, device, "class"))
+        vendor = read(os.path.join(root, device, "vendor"), "")
+        klass = read(os.path.join(root, device, "class"), "")
         if vendor == "0x10de" and klass.startswith("0x03"):
             count += 1
     return count
-
-
-def read_first(path: str) -> str:
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
 
 
 def gpus_present(expected: int, found: Optional[int], source: str) -> List[Finding]:

@@ -45,6 +45,8 @@ def stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
 class ProcessPipe(Pipe):
     """The session's loop as a local process (its own session: a Ctrl-C on the terminal is ours)."""
 
+    GRACE_S = 3.0   # for the loop to end after its stdin closes, before it is killed
+
     def __init__(self, argv):
         self._errors = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
@@ -62,7 +64,7 @@ class ProcessPipe(Pipe):
         return decode(self._errors.read()[-4096:])
 
     def close(self) -> None:
-        stop(self.proc)
+        stop(self.proc, self.GRACE_S)
         self._errors.close()
 
 

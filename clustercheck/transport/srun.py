@@ -18,7 +18,7 @@ from typing import List, Optional
 
 from clustercheck.transport.agent import AgentUnavailable, Session, SessionLost
 from clustercheck.transport.base import Outcome, TransportError
-from clustercheck.transport.local import LocalTransport, ProcessPipe, stop
+from clustercheck.transport.local import LocalTransport, ProcessPipe
 
 HELLO_TIMEOUT_S = 60.0   # a step starts in ~50 ms; a busy slurmctld can take seconds
 # What the job's own shape puts in the environment and srun would read as this step's request
@@ -28,22 +28,20 @@ STEP_SHAPE = ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_TA
               "SLURM_MEM_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_CPU_BIND")
 
 
-STEP_GRACE_S = 10.0   # for srun to pass the closed stdin on and the step to end, before it is killed
-
-
 class StepPipe(ProcessPipe):
     """The session's srun. Closing it waits for the step to end; an srun that had to be killed
     leaves its step to Slurm, so the step is cancelled by its name (scancel JOB.STEP)."""
+
+    GRACE_S = 10.0   # for srun to pass the closed stdin on and the step to end
 
     def __init__(self, argv, job_id: str, step_name: str):
         self.job_id, self.step_name = job_id, step_name
         super().__init__(argv)
 
     def close(self) -> None:
-        stop(self.proc, STEP_GRACE_S)
+        super().close()
         if self.proc.returncode is not None and self.proc.returncode < 0:
             cancel_steps(self.job_id, self.step_name)
-        self._errors.close()
 
 
 def cancel_steps(job_id: str, step_name: str) -> None:
