@@ -23,4 +23,16 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q --no-build-isolation deepspeed
 "$PY" -m pip install -q -e ".[test,train]"
 
+# What the tests run on this host, checked here rather than found missing later: slurm-wlm gives
+# salloc, sbatch, srun, slurmctld and slurmd, munge gives munged, the test extra gives py-spy
+# (installed beside the interpreter). Without apt-get the Slurm tests skip and say why.
+PY_SPY="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")/py-spy"
+[ -x "$PY_SPY" ] || { echo "scripts/test.sh: py-spy was not installed beside $PY" >&2; exit 1; }
+if command -v apt-get >/dev/null; then
+    for tool in salloc sbatch srun slurmctld slurmd munged pdsh; do
+        command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || {
+            echo "scripts/test.sh: $tool is missing after apt-get install" >&2; exit 1; }
+    done
+fi
+
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"
