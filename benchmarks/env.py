@@ -26,10 +26,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from clustercheck.fanout import Cluster, FanoutOptions  # noqa: E402
-from clustercheck.inventory import Node  # noqa: E402
-from clustercheck.probe import inline_command  # noqa: E402
+from clustercheck.core.inventory import Node  # noqa: E402
+from clustercheck.onnode import inline_command  # noqa: E402
 from clustercheck.sandbox import Sandbox, down  # noqa: E402
+from clustercheck.transport.fanout import Cluster, FanoutOptions  # noqa: E402
 from clustercheck.transport.sshconfig import SSHSettings  # noqa: E402
 
 NUM_NODES = 32

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from clustercheck.bench.simulate import run_adaptive, run_full, scenario  # noqa: E402
+from benchmarks.simulate import run_adaptive, run_full, scenario  # noqa: E402
 
 
 def simulate(trials: int) -> None:

@@ -30,9 +30,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from clustercheck.fanout import Cluster, FanoutOptions  # noqa: E402
-from clustercheck.inventory import read_inventory  # noqa: E402
+from clustercheck.core.inventory import read_inventory  # noqa: E402
 from clustercheck.sandbox import Sandbox, down, faults  # noqa: E402
+from clustercheck.transport.fanout import Cluster, FanoutOptions  # noqa: E402
 from clustercheck.transport.sshconfig import SSHSettings  # noqa: E402
 
 PYTHON = sys.executable

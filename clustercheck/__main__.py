@@ -1,6 +1,6 @@
 import sys
 
-from clustercheck.errors import EXIT_INTERRUPTED
+from clustercheck.core.errors import EXIT_INTERRUPTED
 
 
 def run() -> None:

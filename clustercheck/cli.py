@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from clustercheck import __version__, interrupt
+from clustercheck import __version__
 from clustercheck.commands.bench import bench
 from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
@@ -22,7 +22,8 @@ from clustercheck.commands.sandbox import sandbox
 from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
 from clustercheck.commands.stacks import stacks
-from clustercheck.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
+from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
+from clustercheck.runner import interrupt
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

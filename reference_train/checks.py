@@ -8,6 +8,7 @@
   straggler is named.
 """
 
+import json
 import math
 import os
 import socket
@@ -120,3 +121,8 @@ def first_nonfinite(value: float, step: int, found):
     if found is None and not math.isfinite(value):
         return (step, "nan" if math.isnan(value) else "inf")
     return found
+
+
+def log(event: dict) -> None:
+    if dist.get_rank() == 0:
+        print(json.dumps(event), flush=True)

@@ -10,7 +10,7 @@ import json
 import random
 
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, DistributedSampler
 
 SUBJECTS = ["the cat", "a dog", "the old man", "my sister", "the engineer", "a small bird", "the cluster",
             "our team", "the teacher", "a red fox"]
@@ -63,3 +63,34 @@ class ByteWindows(TokenWindows):
 
     def __init__(self, text: str, block_size: int):
         super().__init__(torch.tensor(list(text.encode("utf-8")), dtype=torch.long), block_size, unit="bytes")
+
+
+# ---- the batches of a step -------------------------------------------------------------------
+_EPOCH_ORDER = {}
+
+
+def batch_for(sampler, dataset, step, micro, args, device, cache=_EPOCH_ORDER):
+    """The micro-batch of a global step: a pure function of the step, so --resume sees the same data."""
+    steps_per_epoch = max(1, len(sampler) // (args.micro_batch * args.grad_accum))
+    epoch = step // steps_per_epoch
+    if epoch not in cache:   # this rank's share of the epoch's shuffled order, once per epoch
+        sampler.set_epoch(epoch)
+        cache.clear()
+        cache[epoch] = list(iter(sampler))
+    order = cache[epoch]
+    start = ((step % steps_per_epoch) * args.grad_accum + micro) * args.micro_batch
+    pairs = [dataset[i] for i in order[start:start + args.micro_batch]]
+    return torch.stack([x for x, _ in pairs]).to(device), torch.stack([y for _, y in pairs]).to(device)
+
+
+def global_batch(args, dataset, world):
+    """Every rank's micro-batches of a step, concatenated: what one process would train on."""
+    samplers = [DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=True, seed=args.seed,
+                                   drop_last=True) for r in range(world)]
+    caches = [{} for _ in samplers]   # each rank's epoch order, computed once per epoch
+
+    def batches(step):
+        parts = [batch_for(sampler, dataset, step, micro, args, torch.device("cpu"), cache=cache)
+                 for sampler, cache in zip(samplers, caches) for micro in range(args.grad_accum)]
+        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+    return batches

@@ -21,7 +21,6 @@ repeat the losses of the steps after K.
 """
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -32,26 +31,62 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint import load, save  # noqa: E402
 from checks import (  # noqa: E402
     REFERENCE_MAX_PARAMETERS,
     REFERENCE_MAX_SEQUENCES,
     RankClock,
     first_nonfinite,
     gather,
+    log,
     node_name,
     reference_losses,
     storage,
 )
-from data import ByteWindows, TokenWindows, generated_corpus, load_text  # noqa: E402
-from dsconfig import ConfigError, mode_of, offloads, own_schedule, precision, read, resolve  # noqa: E402
-import hang  # noqa: E402
+from data import ByteWindows, TokenWindows, batch_for, generated_corpus, global_batch, load_text  # noqa: E402
+
+try:   # shipped beside this file by clustercheck; from the installed package when run by hand
+    from dsconfig import ConfigError, mode_of, own_schedule, read  # noqa: E402
+except ImportError:
+    from clustercheck.onnode.dsconfig import ConfigError, mode_of, own_schedule, read
 from hf import LORA_TARGETS  # noqa: E402
 from model import PRESETS, build  # noqa: E402
+from parallel import ranks_agree, weights_checksum, wrap  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")   # --deepspeed adds zero0 and -offload
-DS_CONFIGS = {"zero1": "ds_config_zero1.json", "zero2": "ds_config_zero2.json", "zero3": "ds_config_zero3.json",
-              "zero3-offload": "ds_config_zero3_offload.json"}
+
+
+class Callbacks:
+    """What whoever starts the trainer may watch or change; run by hand, nothing is registered.
+
+    clustercheck's launcher registers its hang hook (which phase and step a rank is in) and, on
+    the sandbox, faults made on purpose. Each list holds callables:
+    phase(name), step(number), lr(value) -> value, loss(step, tensor) -> tensor.
+    """
+
+    def __init__(self):
+        self.phase, self.step, self.lr, self.loss = [], [], [], []
+
+    def on_phase(self, name):
+        for hook in self.phase:
+            hook(name)
+
+    def on_step(self, number):
+        for hook in self.step:
+            hook(number)
+
+    def adjust_lr(self, value):
+        for hook in self.lr:
+            value = hook(value)
+        return value
+
+    def adjust_loss(self, step, loss):
+        for hook in self.loss:
+            loss = hook(step, loss)
+        return loss
+
+
+CALLBACKS = Callbacks()
 
 
 def parse_args(argv=None):
@@ -89,11 +124,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def log(event: dict) -> None:
-    if dist.get_rank() == 0:
-        print(json.dumps(event), flush=True)
-
-
 def setup_distributed():
     cuda = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -104,213 +134,11 @@ def setup_distributed():
     return torch.device("cuda", local_rank) if cuda else torch.device("cpu"), backend
 
 
-def deepspeed_note() -> None:
-    """DeepSpeed compiles C++ ops the first time (about 100 s on a small machine): say so first."""
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.expanduser("~/.cache/torch_extensions")
-    built = os.path.isdir(root) and any("deepspeed" in name or "adam" in name
-                                        for _, dirs, _ in os.walk(root) for name in dirs)
-    if not built:
-        log({"event": "compiling", "text": f"DeepSpeed compiles its C++ ops on first use (about 100 s on a small "
-                                           f"machine); they are cached in {root} for later runs"})
-
-
-# ---- the model, wrapped for the chosen mode ---------------------------------------------------
-def learning_rate(args) -> float:
-    """--lr, except on the rank a test names in CLUSTERCHECK_TEST_LR_SCALE=RANK:FACTOR (a broken rank on purpose)."""
-    knob = os.environ.get("CLUSTERCHECK_TEST_LR_SCALE", "")
-    if knob and int(knob.split(":")[0]) == dist.get_rank():
-        return args.lr * float(knob.split(":")[1])
-    return args.lr
-
-
-def poisoned_step() -> int:
-    """The step at which this rank's loss turns NaN: a test-only knob, CLUSTERCHECK_TEST_NAN_AT=STEP:RANK."""
-    knob = os.environ.get("CLUSTERCHECK_TEST_NAN_AT", "")
-    return int(knob.split(":")[0]) if knob and int(knob.split(":")[1]) == dist.get_rank() else -1
-
-
-def wrap(args, model, device, node_local_storage=False):
-    """(module to call, optimizer-like object with step/zero_grad, engine or None)."""
-    lr = learning_rate(args)
-    params = [p for p in model.parameters() if p.requires_grad]   # LoRA: the adapter only
-    if args.deepspeed or args.mode in DS_CONFIGS:
-        import deepspeed
-        deepspeed_note()
-        config = deepspeed_config(args, model, device, lr, node_local_storage)
-        client_optimizer = None
-        if "optimizer" not in config or (device.type == "cpu" and not offloads(config)):
-            # DeepSpeed's AdamW is a CUDA kernel; on CPUs use torch's (offload has its own CPU Adam). A config
-            # without an optimizer gets the client's, as the Hugging Face Trainer gives it.
-            config.pop("optimizer", None)
-            config["zero_allow_untested_optimizer"] = True
-            config["zero_force_ds_cpu_optimizer"] = False
-            client_optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params,
-                                               optimizer=client_optimizer, config=config)
-        return engine, engine, engine
-    model = model.to(device)
-    if args.mode == "fsdp":  # FSDP2: each block, then the rest, sharded over all ranks
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
-        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
-        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-        for block in model.blocks:
-            fully_shard(block, mesh=mesh, mp_policy=policy)
-        fully_shard(model, mesh=mesh, mp_policy=policy)
-    else:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    return model, optimizer, None
-
-
-def deepspeed_config(args, model, device, lr, node_local_storage):
-    """The built-in config of the mode, or the user's (--deepspeed) with "auto" resolved and reported."""
-    # a disk per node: every node's local rank 0 writes the model states its ranks read back
-    checkpoint = {"use_node_local_storage": node_local_storage}
-    if not args.deepspeed:
-        with open(os.path.join(HERE, DS_CONFIGS[args.mode])) as handle:
-            config = json.load(handle)
-        config.update(train_micro_batch_size_per_gpu=args.micro_batch, gradient_accumulation_steps=args.grad_accum,
-                      bf16={"enabled": args.precision == "bf16"}, fp16={"enabled": args.precision == "fp16"},
-                      gradient_clipping=args.clip, checkpoint=checkpoint)
-        config["optimizer"]["params"]["lr"] = lr
-        return config
-    cuda = device.type == "cuda"
-    hidden = (getattr(getattr(getattr(model, "model", None), "config", None), "hidden_size", None)
-              or getattr(model.config, "n_embd", None) or 64)
-    try:
-        config, resolved = resolve(read(args.deepspeed), world=dist.get_world_size(), micro_batch=args.micro_batch,
-                                   grad_accum=args.grad_accum, clip=args.clip, lr=lr, steps=args.steps,
-                                   hidden=hidden, cuda=cuda, bf16_supported=cuda and torch.cuda.is_bf16_supported())
-    except ConfigError as exc:
-        raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
-    if not cuda and ((config.get("bf16") or {}).get("enabled") is True or (config.get("fp16") or {}).get("enabled") is True):
-        raise SystemExit(f"--deepspeed {args.deepspeed}: bf16/fp16 enabled, but this rank has no GPU (set \"auto\")")
-    config["checkpoint"] = {**(config.get("checkpoint") or {}), **checkpoint}   # the run's storage decides
-    config.setdefault("steps_per_print", 1000000)
-    log({"event": "deepspeed_config", "file": args.deepspeed, "mode": args.mode, "precision": precision(config),
-         "resolved": {key: value for key, value in resolved}})
-    return config
-
-
-def weights_checksum(args, module, engine) -> float:
-    """A number every rank computes over the full weights: equal everywhere if training stayed in sync."""
-    params = list((engine.module if engine else module).parameters())
-
-    def total(tensors):
-        return float(sum(t.detach().double().pow(2).sum() + t.detach().double().sum() for t in tensors))
-    if args.mode.startswith("zero3"):
-        import deepspeed
-        with deepspeed.zero.GatheredParameters(params):
-            return total(params)
-    if args.mode == "fsdp":  # sharded DTensors: gather each
-        return total(p.full_tensor() for p in params)
-    return total(params)
-
-
-def ranks_agree(value: float, device) -> bool:
-    values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return all(abs(v - values[0]) <= 1e-9 * max(1.0, abs(values[0])) for v in values)
-
-
-# ---- checkpoints --------------------------------------------------------------------------------
-# Each rank saves and reloads what it owns, so the check needs no filesystem shared by the nodes:
-# DeepSpeed writes its per-rank shards (and, on a disk per node, each node's model states);
-# FSDP writes one file per rank (that rank's shards); DDP, whose ranks all hold the same state,
-# one file per node, written by its first local rank (renamed into place: on a shared disk the
-# nodes' copies are the same bytes).
-def state_file(args, directory, tag) -> str:
-    name = "replica.pt" if args.mode == "ddp" else f"rank_{dist.get_rank()}.pt"
-    return os.path.join(directory, tag, name)
-
-
-def save(args, directory, step, module, optimizer, engine):
-    tag = f"step_{step}"
-    if engine is not None:
-        engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
-    else:
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-        model_state, optim_state = get_state_dict(module, optimizer)
-        os.makedirs(os.path.join(directory, tag), exist_ok=True)
-        if args.mode != "ddp" or int(os.environ.get("LOCAL_RANK", "0")) == 0:
-            path = state_file(args, directory, tag)
-            torch.save({"model": model_state, "optimizer": optim_state, "step": step}, f"{path}.{os.getpid()}")
-            os.replace(f"{path}.{os.getpid()}", path)
-        if dist.get_rank() == 0:
-            with open(os.path.join(directory, "latest"), "w") as handle:
-                handle.write(tag)
-    dist.barrier()
-
-
-def load(args, directory, module, optimizer, engine) -> int:
-    """Load the latest checkpoint; returns the step it was taken at (0 if there is none).
-
-    Rank 0 names it (its node holds `latest`); every rank then reads its own part."""
-    holder = [None]
-    if dist.get_rank() == 0 and os.path.exists(os.path.join(directory, "latest")):
-        with open(os.path.join(directory, "latest")) as handle:
-            holder[0] = handle.read().strip()
-    dist.broadcast_object_list(holder, 0)
-    tag = holder[0]
-    if tag is None:
-        return 0
-    if engine is not None:
-        path, client_state = engine.load_checkpoint(directory, tag=tag)
-        if path is None:
-            raise RuntimeError(f"checkpoint {tag} not found in {directory} on {node_name()}")
-        return int(client_state["step"])
-    from torch.distributed.checkpoint.state_dict import set_state_dict
-    state = torch.load(state_file(args, directory, tag), map_location="cpu", weights_only=False)
-    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-    return int(state["step"])
-
-
 # ---- training ---------------------------------------------------------------------------------------
-_EPOCH_ORDER = {}
-
-
-def batch_for(sampler, dataset, step, micro, args, device, cache=_EPOCH_ORDER):
-    """The micro-batch of a global step: a pure function of the step, so --resume sees the same data."""
-    steps_per_epoch = max(1, len(sampler) // (args.micro_batch * args.grad_accum))
-    epoch = step // steps_per_epoch
-    if epoch not in cache:   # this rank's share of the epoch's shuffled order, once per epoch
-        sampler.set_epoch(epoch)
-        cache.clear()
-        cache[epoch] = list(iter(sampler))
-    order = cache[epoch]
-    start = ((step % steps_per_epoch) * args.grad_accum + micro) * args.micro_batch
-    pairs = [dataset[i] for i in order[start:start + args.micro_batch]]
-    return torch.stack([x for x, _ in pairs]).to(device), torch.stack([y for _, y in pairs]).to(device)
-
-
 def peak_memory_mb(device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2 ** 20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def global_batch(args, dataset, world):
-    """Every rank's micro-batches of a step, concatenated: what one process would train on."""
-    samplers = [DistributedSampler(dataset, num_replicas=world, rank=r, shuffle=True, seed=args.seed,
-                                   drop_last=True) for r in range(world)]
-    caches = [{} for _ in samplers]   # each rank's epoch order, computed once per epoch
-
-    def batches(step):
-        parts = [batch_for(sampler, dataset, step, micro, args, torch.device("cpu"), cache=cache)
-                 for sampler, cache in zip(samplers, caches) for micro in range(args.grad_accum)]
-        return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
-    return batches
-
-
-def loud(rank_bytes: int) -> None:
-    """A test-only knob (CLUSTERCHECK_TEST_STDERR_BYTES): this rank writes that much to stderr, as
-    NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL do on a real cluster."""
-    line = f"[rank{dist.get_rank()}] noise " + "x" * 100 + "\n"
-    for _ in range(rank_bytes // len(line)):
-        sys.stderr.write(line)
-    sys.stderr.flush()
 
 
 def make_model(args):
@@ -323,8 +151,7 @@ def make_model(args):
     return hf.load(args.model, seq_len, args.activation_checkpointing, lora)
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def check_args(args) -> None:
     if args.lora and not args.model:
         raise SystemExit("--lora needs --model (a model directory to adapt)")
     if args.deepspeed:
@@ -332,127 +159,179 @@ def main(argv=None):
             args.mode = mode_of(read(args.deepspeed))
         except ConfigError as exc:
             raise SystemExit(f"--deepspeed {args.deepspeed}: {exc}") from None
-    hang.install()   # clustercheck asks stuck ranks for their stacks and last collectives
-    hang.phase("joining the process group")
-    device, backend = setup_distributed()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    hang.phase("building the model")
-    torch.manual_seed(args.seed)   # the same initial weights on every rank
-    model = make_model(args)
-    text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
-    if args.model:
-        import hf
-        ids, tokens = hf.token_ids(args.model, text, model.config.vocab_size)
-        log({"event": "model", "directory": args.model, "tokens": tokens, **hf.counts(model),
-             "lora": {"rank": args.lora_rank, "alpha": args.lora_alpha} if args.lora else None})
-        dataset = TokenWindows(ids, model.config.block_size)
-    else:
-        dataset = ByteWindows(text, model.config.block_size)
-    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=args.seed, drop_last=True)
-    parameters = sum(p.numel() for p in model.parameters())   # before ZeRO-3 / FSDP shard them
-    where = storage(args.save_dir) if args.save_dir else None
-    if where:
-        log(where)
-    module, optimizer, engine = wrap(args, model, device, node_local_storage=bool(where) and where["kind"] != "shared")
-    log({"event": "start", "mode": args.mode, "backend": backend, "world": world,
-         "preset": args.model or args.preset,
-         "parameters": parameters, "steps": args.steps, "device": str(device), "resume": bool(args.resume)})
-    reference, reference_skipped = None, None
-    global_sequences = world * args.grad_accum * args.micro_batch
-    if args.reference_steps and global_sequences > REFERENCE_MAX_SEQUENCES:
-        reference_skipped = f"a global batch of {global_sequences} sequences is too much for one rank to recompute"
-    elif args.reference_steps and parameters > REFERENCE_MAX_PARAMETERS:
-        reference_skipped = f"{parameters:,} parameters are too many for one rank to recompute on its CPU"
-    elif args.reference_steps and args.deepspeed and own_schedule(read(args.deepspeed)):
-        reference_skipped = ("the DeepSpeed config brings its own optimizer settings or scheduler; the "
-                             "single-process reference follows plain AdamW")
-    elif args.reference_steps and rank == 0:   # the others wait for it at the first collective
-        reference = reference_losses(lambda: make_model(args), args.seed, global_batch(args, dataset, world),
-                                     min(args.reference_steps, args.steps), args.lr, args.clip)
 
-    step = load(args, args.save_dir, module, optimizer, engine) if args.resume and args.save_dir else 0
-    if step:
-        log({"event": "resumed", "step": step})
-    logged_step = resumed_at = step
-    hang.phase("training")
-    if os.environ.get("CLUSTERCHECK_TEST_STDERR_BYTES"):
-        loud(int(os.environ["CLUSTERCHECK_TEST_STDERR_BYTES"]))
-    # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
-    use_autocast = device.type == "cuda" and args.precision != "fp32" and args.mode == "ddp"
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16,
-                              enabled=use_autocast)
-    scaler = torch.amp.GradScaler("cuda", enabled=use_autocast and args.precision == "fp16")
-    samples_per_step = args.grad_accum * args.micro_batch
-    tokens_per_step = world * samples_per_step * model.config.block_size
-    clock = RankClock(device)
-    nan_at = poisoned_step()
-    started, window_start, first_loss, last_loss, nonfinite, losses = time.time(), time.time(), None, None, None, {}
-    while step < args.steps:
-        total = torch.zeros((), device=device)
+
+def make_dataset(args, model):
+    text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
+    if not args.model:
+        return ByteWindows(text, model.config.block_size)
+    import hf
+    ids, tokens = hf.token_ids(args.model, text, model.config.vocab_size)
+    log({"event": "model", "directory": args.model, "tokens": tokens, **hf.counts(model),
+         "lora": {"rank": args.lora_rank, "alpha": args.lora_alpha} if args.lora else None})
+    return TokenWindows(ids, model.config.block_size)
+
+
+def reference_run(args, dataset, world, parameters):
+    """(the first steps' losses in one process, or None; why they were skipped, or None)."""
+    if not args.reference_steps:
+        return None, None
+    global_sequences = world * args.grad_accum * args.micro_batch
+    if global_sequences > REFERENCE_MAX_SEQUENCES:
+        return None, f"a global batch of {global_sequences} sequences is too much for one rank to recompute"
+    if parameters > REFERENCE_MAX_PARAMETERS:
+        return None, f"{parameters:,} parameters are too many for one rank to recompute on its CPU"
+    if args.deepspeed and own_schedule(read(args.deepspeed)):
+        return None, ("the DeepSpeed config brings its own optimizer settings or scheduler; the "
+                      "single-process reference follows plain AdamW")
+    if dist.get_rank() != 0:   # the others wait for it at the first collective
+        return None, None
+    return reference_losses(lambda: make_model(args), args.seed, global_batch(args, dataset, world),
+                            min(args.reference_steps, args.steps), args.lr, args.clip), None
+
+
+class Run:
+    """One training run's state: what the loop reads and updates, and what the summary reports."""
+
+    def __init__(self, args, device, backend):
+        self.args, self.device, self.backend = args, device, backend
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        CALLBACKS.on_phase("building the model")
+        torch.manual_seed(args.seed)   # the same initial weights on every rank
+        self.model = make_model(args)
+        self.dataset = make_dataset(args, self.model)
+        self.sampler = DistributedSampler(self.dataset, num_replicas=self.world, rank=self.rank, shuffle=True,
+                                          seed=args.seed, drop_last=True)
+        self.parameters = sum(p.numel() for p in self.model.parameters())   # before ZeRO-3 / FSDP shard them
+        where = storage(args.save_dir) if args.save_dir else None
+        if where:
+            log(where)
+        self.module, self.optimizer, self.engine = wrap(
+            args, self.model, device, CALLBACKS.adjust_lr(args.lr),
+            node_local_storage=bool(where) and where["kind"] != "shared")
+        log({"event": "start", "mode": args.mode, "backend": backend, "world": self.world,
+             "preset": args.model or args.preset, "parameters": self.parameters, "steps": args.steps,
+             "device": str(device), "resume": bool(args.resume)})
+        self.reference, self.reference_skipped = reference_run(args, self.dataset, self.world, self.parameters)
+        self.step = (load(args, args.save_dir, self.module, self.optimizer, self.engine)
+                     if args.resume and args.save_dir else 0)
+        if self.step:
+            log({"event": "resumed", "step": self.step})
+        self.resumed_at = self.logged_step = self.step
+        # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
+        use_autocast = device.type == "cuda" and args.precision != "fp32" and args.mode == "ddp"
+        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16 if args.precision == "bf16" else torch.float16,
+                                       enabled=use_autocast)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=use_autocast and args.precision == "fp16")
+        self.samples_per_step = args.grad_accum * args.micro_batch
+        self.tokens_per_step = self.world * self.samples_per_step * self.model.config.block_size
+        self.clock = RankClock(device)
+        self.first_loss = self.last_loss = self.nonfinite = None
+        self.losses = {}
+        self.started = self.window_start = time.time()
+
+    def train_step(self):
+        """One optimizer step over the micro-batches; the rank's mean loss, not yet reduced."""
+        args, clock = self.args, self.clock
+        total = torch.zeros((), device=self.device)
         step_start = clock.now()
         for micro in range(args.grad_accum):
-            inputs, targets = batch_for(sampler, dataset, step, micro, args, device)
+            inputs, targets = batch_for(self.sampler, self.dataset, self.step, micro, args, self.device)
             forward_start = clock.now()
-            if engine is not None:   # DeepSpeed scales for accumulation, clips and steps at the boundary itself
-                loss = engine(inputs, targets) * (float("nan") if step + 1 == nan_at else 1.0)
+            if self.engine is not None:   # DeepSpeed scales for accumulation, clips and steps at the boundary
+                loss = CALLBACKS.adjust_loss(self.step + 1, self.engine(inputs, targets))
                 clock.forwards.append(clock.now() - forward_start)
-                engine.backward(loss)
-                engine.step()
+                self.engine.backward(loss)
+                self.engine.step()
             else:
-                with autocast:
-                    loss = module(inputs, targets) * (float("nan") if step + 1 == nan_at else 1.0)
+                with self.autocast:
+                    loss = CALLBACKS.adjust_loss(self.step + 1, self.module(inputs, targets))
                 clock.forwards.append(clock.now() - forward_start)
-                scaler.scale(loss / args.grad_accum).backward()
+                self.scaler.scale(loss / args.grad_accum).backward()
             total += loss.detach().float() / args.grad_accum
-        if engine is None:
+        if self.engine is None:
             if args.clip:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(module.parameters(), args.clip)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.module.parameters(), args.clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
         clock.steps.append(clock.now() - step_start)
-        step += 1
-        hang.step(step)
-        nonfinite = first_nonfinite(float(total), step, nonfinite)
+        self.step += 1
+        return total
+
+    def record(self, total) -> None:
+        """The step's loss where it is logged or compared (the mean over ranks costs a collective), and progress."""
+        args, step = self.args, self.step
+        self.nonfinite = first_nonfinite(float(total), step, self.nonfinite)
         logging_step = step % args.log_every == 0 or step == args.steps
         compared = step <= args.reference_steps or step > args.losses_after >= 0
-        if first_loss is None or logging_step or compared:   # the mean over ranks costs a collective
+        if self.first_loss is None or logging_step or compared:
             dist.all_reduce(total)
-            mean_loss = total.item() / world
-            first_loss = mean_loss if first_loss is None else first_loss
-            last_loss = mean_loss
+            self.last_loss = total.item() / self.world
+            self.first_loss = self.last_loss if self.first_loss is None else self.first_loss
             if compared:
-                losses[step] = mean_loss
+                self.losses[step] = self.last_loss
         if not logging_step:
             log({"event": "tick", "step": step})   # progress for clustercheck's stall window, every step
-        if logging_step:
-            now = time.time()
-            log({"event": "step", "step": step, "loss": round(mean_loss, 6),
-                 "tokens_per_s": round(tokens_per_step * (step - logged_step) / max(now - window_start, 1e-9), 1),
-                 "peak_mem_mb": round(peak_memory_mb(device), 1)})
-            window_start, logged_step = now, step
-        if args.save_dir and (step == args.save_at or (args.save_every and step % args.save_every == 0)):
-            log({"event": "saving", "step": step})   # silent while it writes: not a stall
-            hang.phase("saving a checkpoint")
-            save(args, args.save_dir, step, module, optimizer, engine)
-            hang.phase("training")
-    elapsed = time.time() - started
-    hang.phase("comparing ranks")
-    agree = ranks_agree(weights_checksum(args, module, engine), device) if args.mode == "ddp" else None
-    found = [(s, value, r) for r, item in enumerate(gather(nonfinite)) if item for s, value in [item]]
-    ranks = gather(clock.stats(samples_per_step, tokens_per_step // world))
-    log({"event": "summary", "mode": args.mode, "world": world, "steps": step, "first_loss": first_loss,
-         "last_loss": last_loss, "weights_agree": agree,
-         "nonfinite": dict(zip(("step", "value", "rank"), min(found))) if found else None,
-         "losses": {str(k): v for k, v in sorted(losses.items())},
-         "reference": reference, "reference_skipped": reference_skipped, "ranks": ranks,
-         "tokens_per_s": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9), 1) if first_loss else None,
-         "tokens_per_s_per_rank": round(tokens_per_step * (step - resumed_at) / max(elapsed, 1e-9) / world, 1)
-         if first_loss else None, "peak_mem_mb": round(peak_memory_mb(device), 1), "elapsed_s": round(elapsed, 3),
-         "node": node_name()})
-    dist.barrier()
-    dist.destroy_process_group()
+            return
+        now = time.time()
+        log({"event": "step", "step": step, "loss": round(self.last_loss, 6),
+             "tokens_per_s": round(self.tokens_per_step * (step - self.logged_step) / max(now - self.window_start,
+                                                                                          1e-9), 1),
+             "peak_mem_mb": round(peak_memory_mb(self.device), 1)})
+        self.window_start, self.logged_step = now, step
+
+    def checkpoint_due(self) -> bool:
+        args = self.args
+        return bool(args.save_dir) and (self.step == args.save_at or
+                                        bool(args.save_every and self.step % args.save_every == 0))
+
+    def train(self) -> None:
+        CALLBACKS.on_phase("training")
+        while self.step < self.args.steps:
+            total = self.train_step()
+            CALLBACKS.on_step(self.step)
+            self.record(total)
+            if self.checkpoint_due():
+                log({"event": "saving", "step": self.step})   # silent while it writes: not a stall
+                CALLBACKS.on_phase("saving a checkpoint")
+                save(self.args, self.args.save_dir, self.step, self.module, self.optimizer, self.engine)
+                CALLBACKS.on_phase("training")
+
+    def summary(self) -> dict:
+        elapsed = time.time() - self.started
+        CALLBACKS.on_phase("comparing ranks")
+        args, world, done = self.args, self.world, self.step - self.resumed_at
+        agree = (ranks_agree(weights_checksum(args, self.module, self.engine), self.device)
+                 if args.mode == "ddp" else None)
+        found = [(s, value, r) for r, item in enumerate(gather(self.nonfinite)) if item for s, value in [item]]
+        ranks = gather(self.clock.stats(self.samples_per_step, self.tokens_per_step // world))
+        rate = self.tokens_per_step * done / max(elapsed, 1e-9) if self.first_loss else None
+        return {"event": "summary", "mode": args.mode, "world": world, "steps": self.step,
+                "first_loss": self.first_loss, "last_loss": self.last_loss, "weights_agree": agree,
+                "nonfinite": dict(zip(("step", "value", "rank"), min(found))) if found else None,
+                "losses": {str(k): v for k, v in sorted(self.losses.items())},
+                "reference": self.reference, "reference_skipped": self.reference_skipped, "ranks": ranks,
+                "tokens_per_s": round(rate, 1) if rate is not None else None,
+                "tokens_per_s_per_rank": round(rate / world, 1) if rate is not None else None,
+                "peak_mem_mb": round(peak_memory_mb(self.device), 1), "elapsed_s": round(elapsed, 3),
+                "node": node_name()}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    check_args(args)
+    CALLBACKS.on_phase("joining the process group")
+    device, backend = setup_distributed()
+    try:
+        run = Run(args, device, backend)
+        run.train()
+        log(run.summary())
+        dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ import os
 
 import pytest
 
-from clustercheck.bench.expected import Expected
-from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
-from clustercheck.bench.table import (
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.stages.bench.expected import Expected
+from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
+from clustercheck.stages.bench.table import (
     COLLECTIVES,
     HEADER,
     avg_busbw,
@@ -18,9 +21,6 @@ from clustercheck.bench.table import (
     parse_table,
     time_cell,
 )
-from clustercheck.inventory import Node
-from clustercheck.launch import LaunchResult, NodeRun
-from clustercheck.result import Status
 from tests.conftest import clustercheck
 
 RECORDED = os.path.join(os.path.dirname(__file__), "data", "nccl-tests", "all_reduce_perf_gb200_nvl72.txt")

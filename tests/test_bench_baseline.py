@@ -9,18 +9,18 @@ import os
 
 import pytest
 
-from clustercheck.bench.baseline import read_baseline
-from clustercheck.bench.expected import gbits, published
-from clustercheck.bench.gather import BenchFacts
-from clustercheck.bench.rules import Expectations, judge_bench
-from clustercheck.bench.table import parse_avg_busbw, parse_table
-from clustercheck.config import parse_config
-from clustercheck.errors import InputError
-from clustercheck.inventory import Node
-from clustercheck.launch import LaunchResult, NodeRun
-from clustercheck.node.probe import Probed
+from clustercheck.core.errors import InputError
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.core.thresholds import parse_config
+from clustercheck.node.gather import Probed
 from clustercheck.preflight.diff import diff_reports, load_report
-from clustercheck.result import Status
+from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.stages.bench.baseline import read_baseline
+from clustercheck.stages.bench.expected import gbits, published
+from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.rules import Expectations, judge_bench
+from clustercheck.stages.bench.table import parse_avg_busbw, parse_table
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-tests")
 
@@ -135,7 +135,7 @@ def test_expected_fraction_and_figure_come_from_the_config_file():
 
 
 def test_a_run_below_ninety_percent_of_expected_is_a_finding_with_the_percentage():
-    from clustercheck.bench.expected import Expected
+    from clustercheck.stages.bench.expected import Expected
     facts = sweep_facts([(2 ** 30, 400.0)])
     facts.expected = Expected(480.0, "8x H100 SXM ...")
     [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from reference_train.dsconfig import ConfigError, mode_of, read, resolve
+from clustercheck.onnode.dsconfig import ConfigError, mode_of, read, resolve
 from tests.conftest import clustercheck
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "data", "ds_configs")
@@ -102,7 +102,7 @@ def config_dict(name):
 
 
 def test_smoke_lets_the_config_set_the_mode_and_plans_only_what_the_plan_counts(tmp_path):
-    from clustercheck.smoke.gather import SmokeOptions, plan_row, trainer_args
+    from clustercheck.stages.smoke.gather import SmokeOptions, plan_row, trainer_args
     z0 = os.path.join(CONFIGS, "ds_z0_config.json")
     assert "--mode" not in trainer_args(SmokeOptions(mode="zero0", deepspeed=z0), "ckpt")
     optimizer_only = tmp_path / "z3.json"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from clustercheck.probe import HERE, env_probe, fabric, gpuprobe, kernlog, nodelib
+from clustercheck.onnode import HERE, env_probe, fabric, gpuprobe, kernlog, nodelib
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

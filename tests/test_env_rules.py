@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from clustercheck.config import Config, EnvThresholds, parse_config
-from clustercheck.env import evaluate
-from clustercheck.env.render import render_markdown, render_terminal, to_json
-from clustercheck.errors import InputError
-from clustercheck.inventory import Node
-from clustercheck.node.probe import Probed, interpret
-from clustercheck.probe import fabric, gpuprobe, kernlog
-from clustercheck.result import Status
+from clustercheck.core.errors import InputError
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.core.thresholds import Config, EnvThresholds, parse_config
+from clustercheck.node.gather import Probed, interpret
+from clustercheck.onnode import fabric, gpuprobe, kernlog
+from clustercheck.stages.env import evaluate
+from clustercheck.stages.env.render import render_markdown, render_terminal, to_json
 from clustercheck.transport.base import NodeResult, Outcome
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -321,7 +321,7 @@ def test_renderings_name_the_odd_node():
 
 
 def test_a_directory_missing_on_a_node_is_not_called_unshared():
-    from clustercheck.env.storage import judge_shared
+    from clustercheck.stages.env.storage import judge_shared
     order = ["n1", "n2", "n3"]
     [missing] = judge_shared("/data", {"n1": "sees", "n2": "has no such directory", "n3": "sees"}, order)
     assert missing.status is Status.WARN and missing.nodes == ["n2"] and "could not tell" in missing.summary
@@ -332,7 +332,7 @@ def test_a_directory_missing_on_a_node_is_not_called_unshared():
 
 
 def test_packages_a_fine_tune_needs_are_required_on_every_node():
-    from clustercheck.env import required_packages
+    from clustercheck.stages.env import required_packages
 
     def installed(i, doc):
         if i != 2:   # node03 has neither

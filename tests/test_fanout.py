@@ -8,11 +8,11 @@ import time
 import paramiko
 import pytest
 
-from clustercheck.fanout import Cluster, parallel_map
-from clustercheck.inventory import Node
-from clustercheck.net.gather import NetOptions, gather_net
-from clustercheck.options import ClusterOptions
+from clustercheck.core.inventory import Node
+from clustercheck.runner.options import ClusterOptions
+from clustercheck.stages.net.gather import NetOptions, gather_net
 from clustercheck.transport.base import Outcome, TransportError
+from clustercheck.transport.fanout import Cluster, parallel_map
 from clustercheck.transport.local import LocalTransport
 from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings, resolve
 

@@ -11,7 +11,6 @@ import pytest
 
 from tests.tiny_models import tiny_llama
 
-
 TRAIN = os.path.join(os.path.dirname(__file__), "..", "reference_train", "train.py")
 
 

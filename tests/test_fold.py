@@ -1,6 +1,6 @@
-from clustercheck.fanout import worst_exit_code
-from clustercheck.fold import fold_outputs, render_run
+from clustercheck.display.fold import fold_outputs, render_run
 from clustercheck.transport.base import NodeResult, Outcome
+from clustercheck.transport.fanout import worst_exit_code
 
 
 def results():

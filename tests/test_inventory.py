@@ -1,7 +1,7 @@
 import pytest
 
-from clustercheck.errors import EXIT_BAD_INPUT, InputError
-from clustercheck.inventory import Defaults, fold, parse_inventory, read_inventory, slurm_inventory
+from clustercheck.core.errors import EXIT_BAD_INPUT, InputError
+from clustercheck.core.inventory import Defaults, fold, parse_inventory, read_inventory, slurm_inventory
 from tests.conftest import clustercheck
 
 

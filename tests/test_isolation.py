@@ -6,13 +6,13 @@ from itertools import combinations
 
 import pytest
 
-from clustercheck.bench.gather import BenchFacts, pair_mode, progress_text
-from clustercheck.bench.rules import pairwise_verdict
-from clustercheck.bench.simulate import Model, run_adaptive, run_full, scenario
-from clustercheck.inventory import Node
-from clustercheck.launch import LaunchResult, NodeRun
-from clustercheck.result import Status
-from clustercheck.rounds import Isolation, replay, round_limit, round_robin
+from benchmarks.simulate import Model, run_adaptive, run_full, scenario
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.onnode.rounds import Isolation, replay, round_limit, round_robin
+from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.stages.bench.gather import BenchFacts, pair_mode, progress_text
+from clustercheck.stages.bench.rules import pairwise_verdict
 
 
 def test_the_round_robin_measures_every_pair_once_in_n_minus_one_rounds():

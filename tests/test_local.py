@@ -1,7 +1,7 @@
 import os
 import time
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.local import LocalTransport
 from tests.conftest import clustercheck, leftover

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from clustercheck.inventory import Node
-from clustercheck.net.gather import NetFacts
-from clustercheck.net.rules import judge_net, links, mesh
-from clustercheck.node.probe import parse_document as parse_line
-from clustercheck.probe import inline_command, net_probe
-from clustercheck.result import Status
-from clustercheck.rounds import round_robin
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.node.gather import parse_document as parse_line
+from clustercheck.onnode import inline_command, net_probe
+from clustercheck.onnode.rounds import round_robin
+from clustercheck.stages.net.gather import NetFacts
+from clustercheck.stages.net.rules import judge_net, links, mesh
 from clustercheck.transport.local import LocalTransport
 
 
@@ -143,7 +143,7 @@ def test_the_rendezvous_port_on_the_master_fails():
 
 
 # ---- at 1,000 nodes: the sampled plan, and one finding per cause ----------------------------
-from clustercheck.net.sampling import FULL_MESH_MAX, plan_mesh  # noqa: E402
+from clustercheck.stages.net.sampling import FULL_MESH_MAX, plan_mesh  # noqa: E402
 
 
 def test_a_sampled_plan_tests_every_node_from_k_peers_both_ways_and_the_master_from_all():

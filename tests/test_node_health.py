@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from clustercheck.config import Config
-from clustercheck.env import evaluate
-from clustercheck.env.topology import parse_nvlink_s, parse_topo_m
-from clustercheck.probe import fabric, gpuprobe, kernlog
-from clustercheck.result import Status, verdict_line
+from clustercheck.core.result import Status, verdict_line
+from clustercheck.core.thresholds import Config
+from clustercheck.onnode import fabric, gpuprobe, kernlog
+from clustercheck.stages.env import evaluate
+from clustercheck.stages.env.topology import parse_nvlink_s, parse_topo_m
 from tests.test_env_rules import DATA, bad, cluster, gpu_section
 
 
@@ -93,7 +93,7 @@ def test_events_before_the_driver_last_loaded_are_history():
 
 
 def test_xid_154_to_none_is_ok_and_an_unknown_xid_is_not():
-    from clustercheck.env.xid import status_of
+    from clustercheck.stages.env.xid import status_of
     assert status_of(154, line="GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)") is Status.OK
     assert status_of(154, line="GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)") is Status.FAIL
     assert status_of(9999) is Status.WARN
@@ -420,7 +420,7 @@ def test_roce_is_reported_as_roce_and_counters_and_firmware_are_judged():
 
 
 def test_the_report_shows_each_distinct_topology_once():
-    from clustercheck.env.render import render_markdown
+    from clustercheck.stages.env.render import render_markdown
     def apply(i, doc):
         with_gpus()(i, doc)
         topo_doc("topo-m-dgx-a100.txt" if i == 2 else "topo-m-8xh200-10nic.txt")(doc)

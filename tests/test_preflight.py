@@ -1,6 +1,6 @@
 """preflight's pieces that need no cluster: diff on small reports, the sbatch script, bad stages."""
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.preflight.diff import diff_reports, render_changes
 from tests.conftest import clustercheck
 

@@ -4,8 +4,8 @@ import shlex
 
 import pytest
 
-from clustercheck import recipe
-from clustercheck.result import Finding, Status
+from clustercheck.core.result import Finding, Status
+from clustercheck.tools import launch_recipes as recipe
 from tests.test_env_rules import cluster, gpu_section
 
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from clustercheck.onnode import TRAINER_ENTRY, trainer_files
+
 TRAIN = os.path.join(os.path.dirname(__file__), "..", "reference_train", "train.py")
 
 
@@ -41,10 +43,18 @@ def test_summary_reports_reference_nan_free_losses_and_every_ranks_throughput(tm
     assert [r["rank"] for r in summary["ranks"]] == [0, 1] and all(r["tokens_per_s"] > 0 for r in summary["ranks"])
 
 
+def shipped(directory):
+    """The trainer as smoke ships it into a node's run directory (its entry, hooks and faults beside it)."""
+    for name, data in trainer_files().items():
+        (directory / name).write_bytes(data)
+    return str(directory / TRAINER_ENTRY)
+
+
 def test_a_rank_with_another_learning_rate_departs_from_the_reference(tmp_path):
+    """The sandbox's rank fault, installed from outside the trainer by the shipped entry."""
     env = dict(os.environ, CLUSTERCHECK_TEST_LR_SCALE="1:1.5")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           TRAIN, "--mode", "fsdp", "--steps", "6", "--reference-steps", "6"],
+                           shipped(tmp_path), "--mode", "fsdp", "--steps", "6", "--reference-steps", "6"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     [summary] = [json.loads(line) for line in proc.stdout.splitlines() if '"summary"' in line]
     worst = max(abs(summary["losses"][str(s)] - ref) / ref for s, ref in enumerate(summary["reference"], 1))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import gone, leftover
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from clustercheck.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import clustercheck, gone, needs_pdsh
 

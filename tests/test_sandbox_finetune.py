@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import gone
 from tests.test_sandbox_smoke import RANKS, model, problems, run_smoke  # noqa: F401 (model: a fixture)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_UNKNOWN
+from clustercheck.core.errors import EXIT_FAIL, EXIT_UNKNOWN
 from clustercheck.sandbox import faults
 from tests.conftest import clustercheck
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import gone
 from tests.test_sandbox_smoke import LOUD_DDP, run_smoke

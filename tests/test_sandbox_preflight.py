@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import clustercheck, gone, needs_pdsh
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK
+from clustercheck.core.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK
 from clustercheck.sandbox import Sandbox, down, faults
 from clustercheck.sandbox.slurm import environment, missing_slurm, start_slurm
 

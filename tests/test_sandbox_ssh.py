@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from clustercheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import read_inventory
+from clustercheck.core.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNKNOWN
+from clustercheck.core.inventory import read_inventory
 from clustercheck.sandbox import faults
 from clustercheck.transport.base import Outcome
+from clustercheck.transport.fanout import Cluster, FanoutOptions
 from clustercheck.transport.sshconfig import SSHSettings
 from tests.conftest import clustercheck, leftover
 

@@ -3,11 +3,11 @@
 import glob
 import os
 
-from clustercheck.env.slurm_rules import judge_slurm
-from clustercheck.errors import EXIT_BAD_INPUT
-from clustercheck.nodecheck import reason, verdict
-from clustercheck.result import Finding, Status
-from clustercheck.slurmstate import SlurmView, gres_gpus, parse_scontrol, split_fields
+from clustercheck.core.errors import EXIT_BAD_INPUT
+from clustercheck.core.result import Finding, Status
+from clustercheck.node.slurm import SlurmView, gres_gpus, parse_scontrol, split_fields
+from clustercheck.stages.env.slurm_rules import judge_slurm
+from clustercheck.tools.node_health import reason, verdict
 from clustercheck.transport.srun import srun_argv
 from tests.conftest import clustercheck
 
@@ -107,7 +107,7 @@ def test_maintenance_warns_and_a_partial_allocation_or_mig_is_not_a_gpu_mismatch
 
 
 def test_node_check_counts_the_gpus_on_the_pci_bus_and_fails_when_the_driver_lists_fewer(tmp_path):
-    from clustercheck.nodecheck import gpus_present, pci_gpus
+    from clustercheck.tools.node_health import gpus_present, pci_gpus
     for index, (vendor, klass) in enumerate([("0x10de", "0x030200"), ("0x10de", "0x030200"), ("0x10de", "0x068000"),
                                              ("0x15b3", "0x020700")]):
         device = tmp_path / "bus" / "pci" / "devices" / f"0000:{index:02x}:00.0"

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from clustercheck.launch import NodeRun
-from clustercheck.smoke.classify import classify, is_warning, torchrun_failures
+from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.stages.smoke.classify import classify, is_warning, torchrun_failures
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "smoke-logs")
 AS_KIND = {"client-socket": "rendezvous", "oom-killer": "killed", "node-down": "peer-lost"}
@@ -89,8 +89,8 @@ def test_a_straggler_is_named_and_scheduling_noise_is_not():
     step is one."""
     from types import SimpleNamespace
 
-    from clustercheck.result import Status
-    from clustercheck.smoke.rules import throughput
+    from clustercheck.core.result import Status
+    from clustercheck.stages.smoke.rules import throughput
     [noise] = throughput(SimpleNamespace(summary=_ranks([5.6, 5.1, 8.8])))
     assert noise.check == "smoke.throughput" and noise.status is Status.OK
     [slow] = throughput(SimpleNamespace(summary=_ranks([5.6, 5.1, 14.0])))

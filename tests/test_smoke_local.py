@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from clustercheck.errors import EXIT_FAIL
+from clustercheck.core.errors import EXIT_FAIL
 from tests.conftest import clustercheck, gone
 
 

@@ -1,7 +1,7 @@
 """smoke's failure classifier on logs shaped like real torchrun failures."""
 
-from clustercheck.launch import NodeRun
-from clustercheck.smoke.classify import classify
+from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.stages.smoke.classify import classify
 from tests.conftest import clustercheck
 
 

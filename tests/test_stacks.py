@@ -3,11 +3,11 @@
 import json
 import os
 
-from clustercheck.forensics import evidence_lines, hang_report, judge_stacks
-from clustercheck.launch import NodeRun
-from clustercheck.probe.stacks_probe import catches, faulthandler_frames, py_spy_frames, short
-from clustercheck.smoke.classify import classify
-from clustercheck.stacks import ProcessStack, fold_stacks, ranges, read_stacks, render_stacks
+from clustercheck.onnode.stacks_probe import catches, faulthandler_frames, py_spy_frames, short
+from clustercheck.ranks.forensics import evidence_lines, hang_report, judge_stacks
+from clustercheck.ranks.stacks import ProcessStack, fold_stacks, ranges, read_stacks, render_stacks
+from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.stages.smoke.classify import classify
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "stacks")
 WAIT = [("_engine_run_backward", "torch/autograd/graph.py", 829), ("backward", "torch/_tensor.py", 623),

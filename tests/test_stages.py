@@ -8,19 +8,19 @@ import shlex
 
 import pytest
 
-from clustercheck.bench import BenchStage
-from clustercheck.bench.gather import BenchFacts, BenchOptions
 from clustercheck.cli import cli
-from clustercheck.fanout import FanoutOptions
-from clustercheck.inventory import Node
-from clustercheck.launch import LaunchResult, NodeRun
-from clustercheck.node.probe import ProbeOptions
-from clustercheck.options import ClusterOptions, from_params, to_args
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Finding, Status
+from clustercheck.node.gather import ProbeOptions
 from clustercheck.preflight import PreflightOptions, preflight_stages
-from clustercheck.result import Finding, Status
-from clustercheck.smoke import SmokeStage
-from clustercheck.smoke.gather import SmokeOptions
-from clustercheck.stage import Stage, StageResult, run_stages
+from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.runner.options import ClusterOptions, from_params, to_args
+from clustercheck.runner.stage import Stage, StageResult, run_stages
+from clustercheck.stages.bench import BenchStage
+from clustercheck.stages.bench.gather import BenchFacts, BenchOptions
+from clustercheck.stages.smoke import SmokeStage
+from clustercheck.stages.smoke.gather import SmokeOptions
+from clustercheck.transport.fanout import FanoutOptions
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "clustercheck")
 STAGE_PACKAGES = ("env", "net", "bench", "smoke")
@@ -173,7 +173,7 @@ def test_every_command_body_is_at_most_15_lines():
 
 
 def test_the_runner_names_no_stage():
-    source = open(os.path.join(ROOT, "stage.py")).read()
+    source = open(os.path.join(ROOT, "runner", "stage.py")).read()
     for stage in STAGE_PACKAGES:
         assert f'"{stage}"' not in source and f"'{stage}'" not in source
 
@@ -181,10 +181,10 @@ def test_the_runner_names_no_stage():
 def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
     """net's listeners report host / net / env only: after `preflight --skip env` bench and smoke must
     still see each node's packages and GPUs, or every node would look as if it lacked torch."""
-    from clustercheck.fanout import Cluster
     from clustercheck.node import NodeLayer
-    from clustercheck.node.probe import Probed
+    from clustercheck.node.gather import Probed
     from clustercheck.transport.base import NodeResult, Outcome
+    from clustercheck.transport.fanout import Cluster
 
     nodes = [Node("localhost")]
     listener = {"schema": 1, "host": {"hostname": "localhost", "resolves": {}}, "net": {"interfaces": {}}, "env": {}}

@@ -1,9 +1,9 @@
 import click
 
-from clustercheck.bench import BenchStage
-from clustercheck.bench.gather import BenchOptions
-from clustercheck.options import click_options, cluster_options, from_params, output_options
-from clustercheck.output import run_one
+from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
+from clustercheck.runner.output import run_one
+from clustercheck.stages.bench import BenchStage
+from clustercheck.stages.bench.gather import BenchOptions
 
 
 @click.command()

@@ -1,8 +1,8 @@
 import click
 
-from clustercheck.env import EnvOptions, EnvStage
-from clustercheck.options import click_options, cluster_options, from_params, output_options
-from clustercheck.output import run_one
+from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
+from clustercheck.runner.output import run_one
+from clustercheck.stages.env import EnvOptions, EnvStage
 
 
 @click.command()

@@ -4,14 +4,14 @@ import sys
 
 import click
 
-from clustercheck import recipe
-from clustercheck.env import EnvOptions, EnvStage
-from clustercheck.errors import InputError
-from clustercheck.net import NetStage
-from clustercheck.net.gather import NetOptions
-from clustercheck.options import ClusterOptions, click_options, cluster_options, from_params
-from clustercheck.output import check
-from clustercheck.result import Status
+from clustercheck.core.errors import InputError
+from clustercheck.core.result import Status
+from clustercheck.runner.options import ClusterOptions, click_options, cluster_options, from_params
+from clustercheck.runner.output import check
+from clustercheck.stages.env import EnvOptions, EnvStage
+from clustercheck.stages.net import NetStage
+from clustercheck.stages.net.gather import NetOptions
+from clustercheck.tools import launch_recipes as recipe
 
 
 @click.command()

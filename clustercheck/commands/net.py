@@ -1,9 +1,9 @@
 import click
 
-from clustercheck.net import NetStage
-from clustercheck.net.gather import NetOptions
-from clustercheck.options import click_options, cluster_options, from_params, output_options
-from clustercheck.output import run_one
+from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
+from clustercheck.runner.output import run_one
+from clustercheck.stages.net import NetStage
+from clustercheck.stages.net.gather import NetOptions
 
 
 @click.command()

@@ -2,9 +2,9 @@ import sys
 
 import click
 
-from clustercheck.config import load_config
-from clustercheck.nodecheck import check_this_node, reason, verdict
-from clustercheck.render import findings_lines
+from clustercheck.core.thresholds import load_config
+from clustercheck.display.findings import findings_lines
+from clustercheck.tools.node_health import check_this_node, reason, verdict
 
 
 @click.command("node-check")

@@ -3,8 +3,8 @@ import sys
 import click
 
 from clustercheck.node import probe_nodes
-from clustercheck.options import ClusterOptions, click_options, cluster_options, from_params
-from clustercheck.plan import PlanOptions, plan_text
+from clustercheck.planner.plan import PlanOptions, plan_text
+from clustercheck.runner.options import ClusterOptions, click_options, cluster_options, from_params
 
 
 @click.command()

@@ -1,8 +1,8 @@
 import click
 
-from clustercheck.options import ClusterOptions, OutputOptions, click_options, cluster_options, from_params
-from clustercheck.output import check, finish
 from clustercheck.preflight import PreflightOptions, PreflightView, load_baseline, preflight_stages
+from clustercheck.runner.options import ClusterOptions, OutputOptions, click_options, cluster_options, from_params
+from clustercheck.runner.output import check, finish
 
 
 def say(stage: str, text: str) -> None:

@@ -2,10 +2,10 @@ import sys
 
 import click
 
-from clustercheck.errors import InputError
-from clustercheck.fanout import Cluster, worst_exit_code
-from clustercheck.fold import render_run
-from clustercheck.options import ClusterOptions, cluster_options, from_params
+from clustercheck.core.errors import InputError
+from clustercheck.display.fold import render_run
+from clustercheck.runner.options import ClusterOptions, cluster_options, from_params
+from clustercheck.transport.fanout import Cluster, worst_exit_code
 
 
 class SplitAtDashes(click.Command):

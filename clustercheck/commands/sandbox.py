@@ -3,7 +3,7 @@ import sys
 import click
 from tabulate import tabulate
 
-from clustercheck.errors import EXIT_FAIL
+from clustercheck.core.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
 from clustercheck.sandbox.cluster import MAX_NODES
 from clustercheck.sandbox.slurm import slurm_conf, up_with_slurm

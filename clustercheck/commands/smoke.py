@@ -1,9 +1,9 @@
 import click
 
-from clustercheck.options import click_options, cluster_options, from_params, output_options
-from clustercheck.output import run_one
-from clustercheck.smoke import SmokeStage
-from clustercheck.smoke.gather import SmokeOptions
+from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
+from clustercheck.runner.output import run_one
+from clustercheck.stages.smoke import SmokeStage
+from clustercheck.stages.smoke.gather import SmokeOptions
 
 
 @click.command()

@@ -3,9 +3,16 @@ import sys
 
 import click
 
-from clustercheck.fanout import Cluster
-from clustercheck.options import ClusterOptions, cluster_options, from_params
-from clustercheck.stacks import FRAMES_SHOWN, dump_matching, fold_stacks, render_stacks, stacks_exit_code, stacks_json
+from clustercheck.ranks.stacks import (
+    FRAMES_SHOWN,
+    dump_matching,
+    fold_stacks,
+    render_stacks,
+    stacks_exit_code,
+    stacks_json,
+)
+from clustercheck.runner.options import ClusterOptions, cluster_options, from_params
+from clustercheck.transport.fanout import Cluster
 
 
 @click.command()

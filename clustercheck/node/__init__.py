@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from clustercheck.fanout import Cluster, FanoutOptions
-from clustercheck.inventory import Node
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Finding
+from clustercheck.node.gather import Probed, ProbeOptions, probe_cluster
 from clustercheck.node.judges import judge_nodes
-from clustercheck.node.probe import Probed, ProbeOptions, probe_cluster
-from clustercheck.result import Finding
+from clustercheck.transport.fanout import Cluster, FanoutOptions
 
 
 class NodeLayer:

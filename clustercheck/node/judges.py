@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Sequence
 
-from clustercheck.compare import group_by_value
-from clustercheck.inventory import fold
+from clustercheck.core.compare import group_by_value
+from clustercheck.core.inventory import fold
+from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, is_loopback, training_interface
-from clustercheck.node.probe import Probed, interpreter
-from clustercheck.result import Finding, Status
+from clustercheck.node.gather import Probed, interpreter
 from clustercheck.transport.base import REMEDIES, Outcome
 
 

@@ -1,6 +1,6 @@
 """`clustercheck preflight`: the runner over env, net, bench and smoke, one readiness report.
 
-The stages run in that order over one set of connections (clustercheck.stage.run_stages);
+The stages run in that order over one set of connections (clustercheck.runner.stage.run_stages);
 each stage's own skip rule says which later stages its result makes pointless. What this
 module adds is the choice of stages and their options for a short, whole check, and the
 report (report.py) with what changed since an earlier one (diff.py).
@@ -13,19 +13,19 @@ from typing import Dict, List, Optional, Sequence
 
 import click
 
-from clustercheck.bench import BenchStage
-from clustercheck.bench.gather import PAIR_MODES, BenchOptions, format_size, parse_size
-from clustercheck.env import EnvOptions, EnvStage
-from clustercheck.errors import InputError
-from clustercheck.net import NetStage
-from clustercheck.net.gather import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, NetOptions
-from clustercheck.options import OutputOptions, opt
+from clustercheck.core.errors import InputError
+from clustercheck.display.findings import findings_lines
 from clustercheck.preflight.diff import Changes, diff_reports, load_report, render_changes
 from clustercheck.preflight.report import to_json, write_preflight_report
-from clustercheck.render import findings_lines
-from clustercheck.smoke import SmokeStage
-from clustercheck.smoke.gather import MODES, SmokeOptions
-from clustercheck.stage import RunResult, Stage
+from clustercheck.runner.options import OutputOptions, opt
+from clustercheck.runner.stage import RunResult, Stage
+from clustercheck.stages.bench import BenchStage
+from clustercheck.stages.bench.gather import PAIR_MODES, BenchOptions, format_size, parse_size
+from clustercheck.stages.env import EnvOptions, EnvStage
+from clustercheck.stages.net import NetStage
+from clustercheck.stages.net.gather import DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT, NetOptions
+from clustercheck.stages.smoke import SmokeStage
+from clustercheck.stages.smoke.gather import MODES, SmokeOptions
 
 STAGES = (EnvStage, NetStage, BenchStage, SmokeStage)
 STAGE_NAMES = tuple(cls.name for cls in STAGES)

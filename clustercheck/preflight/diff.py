@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
-from clustercheck.bench.baseline import busbw_of, compare, read_nccl_tests
-from clustercheck.errors import EXIT_FAIL, EXIT_OK, InputError
-from clustercheck.inventory import fold
-from clustercheck.report import read_document
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, InputError
+from clustercheck.core.inventory import fold
+from clustercheck.display.report_files import read_document
+from clustercheck.stages.bench.baseline import busbw_of, compare, read_nccl_tests
 
 DEFAULT_THRESHOLD = 0.10
 

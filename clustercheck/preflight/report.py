@@ -15,11 +15,12 @@ from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from clustercheck import __version__, recipe
-from clustercheck.inventory import fold
-from clustercheck.render import cell
-from clustercheck.result import Status, sort_findings, verdict_line
-from clustercheck.stage import RunResult, Stage
+from clustercheck import __version__
+from clustercheck.core.inventory import fold
+from clustercheck.core.result import Status, sort_findings, verdict_line
+from clustercheck.display.findings import cell
+from clustercheck.runner.stage import RunResult, Stage
+from clustercheck.tools import launch_recipes as recipe
 
 
 def _ran(stages: Sequence[Stage], run: RunResult):

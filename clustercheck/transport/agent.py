@@ -22,8 +22,6 @@ from clustercheck.transport.base import (
     Outcome,
     Running,
     StreamTail,
-    Transport,
-    TransportError,
     capped,
     decode,
 )

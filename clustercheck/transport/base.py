@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from clustercheck.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
 
 # At most this much of a stream is kept per command; the rest is counted, not stored.
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024

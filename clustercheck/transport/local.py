@@ -13,7 +13,6 @@ import time
 from typing import Optional, Set
 
 from clustercheck.transport.agent import Pipe, Session
-from clustercheck.transport.session import SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
@@ -24,6 +23,7 @@ from clustercheck.transport.base import (
     decode,
 )
 from clustercheck.transport.guard import guard_argv
+from clustercheck.transport.session import SessionTransport
 
 
 def stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:

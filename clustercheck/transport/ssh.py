@@ -15,7 +15,6 @@ from typing import Optional
 import paramiko
 
 from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
-from clustercheck.transport.session import SessionTransport
 from clustercheck.transport.base import (
     LineBuffer,
     NodeResult,
@@ -27,6 +26,7 @@ from clustercheck.transport.base import (
     decode,
 )
 from clustercheck.transport.guard import guarded
+from clustercheck.transport.session import SessionTransport
 from clustercheck.transport.sshconnect import SSHContext, open_client
 
 

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import paramiko
 
-from clustercheck.errors import InputError
+from clustercheck.core.errors import InputError
 
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")

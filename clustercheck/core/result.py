@@ -1,0 +1,76 @@
+"""The one result type every check yields, and the verdict over many.
+
+A Finding says what is wrong (or right), on which nodes, with the evidence and a
+remedy a person can act on. The verdict of a run is the worst status among them,
+and the exit code follows it (Nagios codes: OK 0, WARN 1, FAIL 2, UNKNOWN 3).
+
+UNKNOWN is "could not check": a probe section that could not be read, a counter the
+driver would not give. It is never OK: it outranks WARN, so a run with one is not READY;
+a FAIL outranks it (a cluster known to be broken is NOT READY whatever else is unknown).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Sequence
+
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARN
+
+
+class Status(enum.IntEnum):
+    """Ordered by how bad: worst() is max(). The exit codes are Nagios's."""
+
+    OK = 0
+    WARN = 1
+    UNKNOWN = 2
+    FAIL = 3
+
+    @property
+    def exit_code(self) -> int:
+        return {Status.OK: EXIT_OK, Status.WARN: EXIT_WARN, Status.UNKNOWN: EXIT_UNKNOWN,
+                Status.FAIL: EXIT_FAIL}[self]
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS",
+            Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED", Status.FAIL: "NOT READY"}
+
+
+@dataclass
+class Finding:
+    check: str                 # stable id, e.g. "versions.torch", for diffs between reports
+    status: Status
+    summary: str               # one line
+    evidence: List[str] = field(default_factory=list)   # e.g. "node[01-03]: 2.3.1", "node04: not installed"
+    remedy: str = ""
+    nodes: List[str] = field(default_factory=list)      # the nodes at fault
+
+    def to_dict(self) -> Dict:
+        data = asdict(self)
+        data["status"] = self.status.name
+        return data
+
+
+def worst(findings: Sequence[Finding]) -> Status:
+    return max((f.status for f in findings), default=Status.OK)
+
+
+def sort_findings(findings: Sequence[Finding]) -> List[Finding]:
+    """Worst first; otherwise in the order the checks ran."""
+    return sorted(findings, key=lambda f: -f.status)
+
+
+def verdict_line(findings: Sequence[Finding]) -> str:
+    counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
+    parts = [f"{counts[Status.FAIL]} failed"] if counts[Status.FAIL] else []
+    if counts[Status.UNKNOWN]:
+        parts.append(f"{counts[Status.UNKNOWN]} could not be checked")
+    if counts[Status.WARN]:
+        parts.append(f"{counts[Status.WARN]} warning{'s' if counts[Status.WARN] != 1 else ''}")
+    parts.append(f"{counts[Status.OK]} passed")
+    return f"{VERDICTS[worst(findings)]} ({', '.join(parts)})"
+

@@ -1,0 +1,43 @@
+"""Showing Findings: the lines every command prints, and the Markdown every report uses."""
+
+from __future__ import annotations
+
+import time
+from typing import List, Sequence
+
+from tabulate import tabulate
+
+from clustercheck.core.result import Finding, Status, sort_findings, verdict_line
+
+
+def findings_lines(findings: Sequence[Finding], verbose: bool = False) -> List[str]:
+    """Problems first with their evidence and fix; passed checks counted (listed with verbose)."""
+    lines = []
+    for finding in sort_findings(findings):
+        if finding.status is Status.OK and not verbose:
+            continue
+        lines.append(f"{finding.status.label:<5} {finding.summary}")
+        lines += [f"        {item}" for item in finding.evidence]
+        if finding.remedy and finding.status is not Status.OK:
+            lines.append(f"      fix: {finding.remedy}")
+    passed = sum(1 for f in findings if f.status is Status.OK)
+    if passed and not verbose:
+        lines.append(f"OK    {passed} checks passed (-v lists them)")
+    lines += ["", f"Verdict: {verdict_line(findings)}"]
+    return lines
+
+
+def cell(text) -> str:
+    """A value made safe for a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def findings_markdown(findings: Sequence[Finding]) -> List[str]:
+    rows = [[f.status.label, cell(f.summary), cell("<br>".join(f.evidence)),
+             cell(f.remedy if f.status is not Status.OK else "")] for f in sort_findings(findings)]
+    return ["## Findings", "", tabulate(rows, headers=["status", "finding", "evidence", "fix"], tablefmt="github"), ""]
+
+
+def report_header(kind: str, findings: Sequence[Finding], command: str, extra: Sequence[str] = ()) -> List[str]:
+    return [f"# clustercheck {kind}: {verdict_line(findings)}", "",
+            f"- when: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", f"- command: `{command}`", *extra, ""]

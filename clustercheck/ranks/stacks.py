@@ -1,0 +1,244 @@
+"""Python stacks of processes on every node, folded: identical stacks under one compact list.
+
+Gathering runs clustercheck/probe/stacks_probe.py on each node (py-spy, or the hang hook
+of clustercheck's own ranks); folding groups processes whose main thread stands in the same
+place (and, for ranks that answered, the same last collective); the odd ones, the smallest
+groups, come first. Used by `clustercheck stacks` and by bench and smoke when a run stops
+moving (clustercheck/forensics.py judges those).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, InputError
+from clustercheck.core.inventory import Node, fold
+from clustercheck.node.gather import interpreter, parse_document
+from clustercheck.onnode import inline_command
+from clustercheck.transport.base import Outcome
+from clustercheck.transport.fanout import Cluster
+
+PROBE = "stacks_probe"
+FRAMES_SHOWN = 12          # innermost frames printed per block
+STOPPED = ("T", "t")
+
+
+@dataclass
+class ProcessStack:
+    """One process on one node: where its main thread stands, or why that is unknown."""
+
+    node: str
+    pid: int
+    rank: Optional[int]
+    state: str                         # /proc state letter: R S D T Z
+    state_text: str
+    frames: List[Tuple[str, str, int]]  # the main thread, innermost first (empty: unknown)
+    threads: int = 0
+    source: str = ""                   # py-spy or faulthandler
+    problem: str = ""
+    step: Optional[int] = None         # from the rank's hang hook
+    phase: str = ""
+    collective: Optional[Dict] = None  # the last one the flight recorder holds: name, seq, group, state
+    command: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+    @property
+    def stopped(self) -> bool:
+        return self.state in STOPPED
+
+    @property
+    def known(self) -> bool:
+        return bool(self.frames)
+
+    @property
+    def where(self) -> str:
+        """The innermost frame of the main thread: "all_reduce (torch/distributed/distributed_c10d.py:2950)"."""
+        if not self.frames:
+            return ""
+        func, path, line = self.frames[0]
+        return f"{func} ({path}:{line})"
+
+    @property
+    def in_collective(self) -> str:
+        """"all_reduce #12" from the flight recorder, else the innermost torch.distributed frame's function."""
+        if self.collective and self.collective.get("name"):
+            seq = self.collective.get("seq")
+            return f"{self.collective['name']}" + (f" #{seq}" if seq is not None else "")
+        for func, path, _ in self.frames:
+            if "torch/distributed" in path and not func.startswith(("_", "wrapper")):
+                return func.split(".")[-1]
+        return ""
+
+
+@dataclass
+class Group:
+    """Processes whose main threads stand in the same place."""
+
+    members: List[ProcessStack] = field(default_factory=list)
+
+    @property
+    def first(self) -> ProcessStack:
+        return self.members[0]
+
+    @property
+    def who(self) -> str:
+        return who(self.members)
+
+
+def ranges(numbers: Sequence[int]) -> str:
+    """[0,1,2,5,7,8] -> '0-2,5,7-8'."""
+    out: List[str] = []
+    for n in sorted(set(numbers)):
+        if out and re.match(rf"^(\d+-)?{n - 1}$", out[-1]):
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
+def who(members: Sequence[ProcessStack]) -> str:
+    """'rank 5 on n3', or 'ranks 0-2,4-7 on n[1-4]' (pids where there are no ranks)."""
+    nodes = fold(sorted({m.node for m in members}, key=_natural))
+    ranked = [m.rank for m in members if m.rank is not None]
+    if len(members) == 1:
+        return f"{members[0].label} on {nodes}"
+    if len(ranked) == len(members):
+        return f"ranks {ranges(ranked)} on {nodes}"
+    return f"{len(members)} processes on {nodes}"
+
+
+def _natural(text: str):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def key_of(p: ProcessStack) -> Tuple:
+    """Alike processes share a key, whichever tool took their stacks: py-spy names a method
+    Class.method and shortens paths, faulthandler names it method and gives full paths."""
+    collective = (p.collective or {}).get("name"), (p.collective or {}).get("seq")
+    frames = tuple((func.split(".")[-1], path.rsplit("/", 1)[-1], line) for func, path, line in p.frames)
+    return (p.stopped, not p.known, frames, collective if p.collective else None)
+
+
+def fold_stacks(stacks: Sequence[ProcessStack]) -> List[Group]:
+    """Groups of processes alike, the odd ones (smallest groups) first."""
+    groups: Dict[Tuple, Group] = {}
+    for p in sorted(stacks, key=lambda p: (_natural(p.node), p.rank if p.rank is not None else p.pid)):
+        groups.setdefault(key_of(p), Group()).members.append(p)
+    return sorted(groups.values(), key=lambda g: (len(g.members), not g.first.stopped, _natural(g.first.node)))
+
+
+def probe_command(node: Node, tag: str = "", match: str = "", hang_dir: str = "", wait_s: float = 3.0) -> str:
+    args = ["--tag", tag] if tag else ["--match", match]
+    if hang_dir:
+        args += ["--hang-dir", hang_dir]
+    return inline_command(interpreter(node), PROBE, args + ["--wait", f"{wait_s:g}"])
+
+
+def read_stacks(node: str, doc: Dict) -> List[ProcessStack]:
+    found = []
+    for proc in doc.get("processes") or []:
+        threads = proc.get("threads") or []
+        main = threads[0]["frames"] if threads else []
+        hook = proc.get("hook") or {}
+        collectives = hook.get("collectives") or []
+        rank = proc.get("rank")
+        found.append(ProcessStack(
+            node=node, pid=int(proc.get("pid", 0)), rank=int(rank) if str(rank or "").isdigit() else None,
+            state=proc.get("state", "?"), state_text=proc.get("state_text", ""),
+            frames=[(str(f[0]), str(f[1]), int(f[2])) for f in main], threads=len(threads),
+            source=proc.get("source", ""), problem=proc.get("problem", ""), step=hook.get("step"),
+            phase=hook.get("phase") or "", collective=collectives[-1] if collectives else None,
+            command=proc.get("command", "")))
+    return found
+
+
+def gather_stacks(cluster: Cluster, nodes: Sequence[Node], commands: Dict[str, str], timeout_s: float
+                  ) -> Tuple[List[ProcessStack], Dict[str, str]]:
+    """Run each node's probe command: (every process found, node -> why it could not be looked at)."""
+    stacks: List[ProcessStack] = []
+    problems: Dict[str, str] = {}
+    by_name = {n.name: n for n in nodes}
+    results = cluster.each(lambda transport, node: transport.run(commands[node.name], timeout_s),
+                           [by_name[name] for name in commands])
+    for result in results:
+        if not result.outcome.reached or result.outcome is Outcome.TIMED_OUT:
+            problems[result.node] = result.detail or result.outcome.value
+            continue
+        doc, problem = parse_document(result.stdout, schema=1)
+        if doc is None:
+            err = result.stderr.strip().splitlines()
+            problems[result.node] = problem if not err else f"{problem}: {err[-1][:200]}"
+            continue
+        stacks += read_stacks(result.node, doc)
+    return stacks, problems
+
+
+def render_group(group: Group, frames_shown: int = FRAMES_SHOWN) -> List[str]:
+    """A block: who, their state and collective, then the main thread's frames (innermost first)."""
+    first = group.first
+    title = group.who if group.who[0].isdigit() else f"{group.who} ({len(group.members)})"
+    detail = []
+    if first.stopped:
+        detail.append(first.state_text)
+    if first.collective:
+        detail.append(f"last collective {first.in_collective} ({first.collective.get('state', '?')})")
+    steps = sorted({m.step for m in group.members if m.step is not None})
+    if steps:
+        detail.append(f"step {ranges(steps)}")
+    lines = ["-" * max(15, len(title)), title + (f": {'; '.join(detail)}" if detail else ""), "-" * max(15, len(title))]
+    if not first.known:
+        problems = sorted({m.problem for m in group.members if m.problem})
+        lines += [f"  (no stack: {p})" for p in problems] or ["  (no stack)"]
+        return lines
+    for func, path, line in first.frames[:frames_shown]:
+        lines.append(f"  {func} ({path}:{line})")
+    if len(first.frames) > frames_shown:
+        lines.append(f"  ... {len(first.frames) - frames_shown} outer frames")
+    return lines
+
+
+def render_stacks(groups: Sequence[Group], problems: Dict[str, str], frames_shown: int = FRAMES_SHOWN) -> str:
+    lines: List[str] = []
+    for group in groups:
+        lines += render_group(group, frames_shown)
+    total = sum(len(g.members) for g in groups)
+    lines.append("")
+    lines.append(f"{total} process{'es' * (total != 1)} in {len(groups)} distinct stack{'s' * (len(groups) != 1)}"
+                 + ("; odd first" if len(groups) > 1 else ""))
+    by_problem: Dict[str, List[str]] = {}
+    for node, problem in problems.items():
+        by_problem.setdefault(problem, []).append(node)
+    for problem, names in by_problem.items():
+        lines.append(f"could not look at {fold(sorted(names, key=_natural))}: {problem}")
+    return "\n".join(lines)
+
+
+def stacks_json(groups: Sequence[Group], problems: Dict[str, str], pattern: str) -> Dict:
+    return {"schema": 1, "command": "stacks", "match": pattern, "problems": problems,
+            "groups": [{"count": len(g.members), "who": g.who, "state": g.first.state_text, "source": g.first.source,
+                        "frames": [list(f) for f in g.first.frames],
+                        "processes": [{"node": m.node, "pid": m.pid, "rank": m.rank, "state": m.state, "step": m.step,
+                                       "problem": m.problem} for m in g.members]}
+                       for g in groups]}
+
+
+def stacks_exit_code(found: Sequence[ProcessStack], problems: Dict[str, str]) -> int:
+    """3: a node could not be looked at; 2: nothing matched, or a process could not be dumped; else 0."""
+    if problems:
+        return EXIT_UNKNOWN
+    return EXIT_FAIL if not found or any(not p.known for p in found) else EXIT_OK
+
+
+def dump_matching(cluster: Cluster, nodes: Sequence[Node], pattern: str, timeout_s: float
+                  ) -> Tuple[List[ProcessStack], Dict[str, str]]:
+    """`clustercheck stacks`: every process matching `pattern` (a regular expression) on every node."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"not a regular expression: {exc}", "--match", value=pattern) from None
+    return gather_stacks(cluster, nodes, {n.name: probe_command(n, match=pattern) for n in nodes}, timeout_s)

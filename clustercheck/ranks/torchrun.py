@@ -1,0 +1,334 @@
+"""Start a Python script with torchrun on every node at once and follow what its ranks print.
+
+Used by `bench` (its worker) and `smoke` (the reference trainer); it reads the node layer's facts
+(interpreter, training interface, GPUs), never another stage's. Each node runs
+`python -m torch.distributed.run` with c10d rendezvous at the first node; the script's
+ranks print JSON lines on stdout, which come back as events while the run goes on.
+Every launch has one deadline. At the deadline, on Ctrl-C, or when the tool dies, the
+channels close and the guards kill torchrun, whose process group goes with it; the
+scripts also ask the kernel to kill them when torchrun dies (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+from clustercheck.core.inventory import Node
+from clustercheck.node.facts import get, gpu_count, training_interface
+from clustercheck.node.gather import Probed, interpreter
+from clustercheck.ranks.forensics import Forensics, judge_stacks
+from clustercheck.ranks.stacks import gather_stacks, probe_command
+from clustercheck.transport.base import Running, TransportError
+from clustercheck.transport.fanout import Cluster
+
+FAILURE_GRACE_S = 15.0
+PROGRESS_EVENTS = ("step", "tick", "row", "round", "pair", "resumed")   # a rank moved on: the stall window starts again
+PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no stall until the next progress
+FORENSICS_TIMEOUT_S = 25.0
+FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+                   "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint): net tests it, bench and smoke use it
+_SWEEP = ("import os,sys\n"
+          "tag=sys.argv[1].encode()\n"
+          "for p in os.listdir('/proc'):\n"
+          " try:\n"
+          "  if p.isdigit() and tag in open('/proc/%s/environ'%p,'rb').read().split(b'\\0'): os.kill(int(p),9)\n"
+          " except OSError: pass")
+
+
+@dataclass
+class NodeRun:
+    """One node's torchrun: its events, how it ended, and what it said on stderr."""
+
+    node: str
+    events: List[Dict] = field(default_factory=list)
+    exit_code: Optional[int] = None     # None: still running at the deadline (killed then)
+    lost: bool = False                  # the connection to the node dropped
+    error: str = ""                     # could not start, or the telling line of stderr
+    stderr: str = ""                    # all of it that was kept (its head and its last megabytes)
+    stderr_tail: List[str] = field(default_factory=list)
+    ended_s: Optional[float] = None     # seconds after launch
+    cut_short: bool = False             # stopped by the tool because another node had failed
+
+
+@dataclass
+class LaunchResult:
+    """One torchrun launch across the nodes: every node's run, and the launch's settings."""
+
+    name: str
+    runs: Dict[str, NodeRun]
+    wall_s: float
+    config: Dict
+
+    stalled_s: Optional[float] = None    # stopped after this long without progress (None: it did not stall)
+    forensics: Optional[Forensics] = None  # who was stuck where, from the stacks taken before it was stopped
+
+    def events(self, kind: str) -> List[Dict]:
+        return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
+
+    @property
+    def start(self) -> Optional[Dict]:
+        found = self.events("start")
+        return found[0] if found else None
+
+
+@dataclass
+class Launch:
+    """What to start: the script's path on each node, its arguments, ranks per node, environment."""
+
+    name: str
+    script_paths: Dict[str, str]
+    args: Sequence[str]
+    nproc: Dict[str, int]
+    rdzv_port: int
+    timeout_s: float
+    env: Dict[str, str] = field(default_factory=dict)
+    config: Dict = field(default_factory=dict)   # recorded with the stage
+    stall_s: Optional[float] = None              # no progress for this long (once there was some): a hang
+    stall_cap_s: Optional[float] = None          # the adaptive window never grows past this (bench: its op timeout)
+
+
+def forwarded_env() -> Dict[str, str]:
+    """NCCL_* set where the tool runs travel to every node (they override the nodes' own)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+
+
+def hang_directory(launch: Launch, node: str) -> str:
+    """Where the ranks' hang hook answers (reference_train/hang.py): hang/ in the node's run directory."""
+    return os.path.join(os.path.dirname(launch.script_paths[node]), "hang")
+
+
+def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
+                     run_id: str) -> str:
+    tag = f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
+    hang_dir = hang_directory(launch, node.name)
+    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **FLIGHT_RECORDER,
+           "CLUSTERCHECK_HANG_DIR": hang_dir, "TORCH_FR_DUMP_TEMP_FILE": os.path.join(hang_dir, "flight_recorder_rank_"),
+           **forwarded_env(), **launch.env}
+    if ifname:
+        env.setdefault("GLOO_SOCKET_IFNAME", ifname)
+        env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    script = launch.script_paths[node.name]
+    argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), interpreter(node), "-m", "torch.distributed.run",
+            f"--nnodes={nnodes}", f"--nproc-per-node={launch.nproc[node.name]}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
+            # read_timeout: the store's own deadline (default 60 s) fails agents that start slowly on a busy host
+            f"--rdzv-conf=join_timeout={int(launch.timeout_s)},read_timeout={int(launch.timeout_s)}",
+            "--max-restarts=0", "--monitor-interval=1",
+            script, *launch.args]
+    # torchrun starts its workers in sessions of their own, out of reach of the guard's group kill.
+    # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
+    # when torchrun ends (or is stopped) is killed, found through /proc by the node's own python.
+    sweep = shlex.quote(_SWEEP) + " " + shlex.quote(f"CLUSTERCHECK_RUN={tag}")
+    return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; "
+            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
+            "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
+            + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
+
+
+def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> LaunchResult:
+    """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
+    run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
+    runs = {n.name: NodeRun(n.name) for n in nodes}
+    handles: Dict[str, Running] = {}
+    started = time.monotonic()
+    deadline = started + launch.timeout_s
+    ifnames = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed if p.facts}
+    for node in nodes:
+        command = torchrun_command(node, launch, len(nodes), nodes[0].name, ifnames.get(node.name), run_id)
+        try:
+            handles[node.name] = cluster.transports[node.name].start(command)
+        except TransportError as exc:
+            run = runs[node.name]
+            run.error, run.lost, run.exit_code, run.ended_s = exc.detail, True, -1, 0.0
+
+    clock = {"last": None, "paused": False, "longest": 0.0}   # progress: when, and the longest gap seen
+
+    def moved(kind) -> None:
+        now = time.monotonic()
+        if kind in PROGRESS_EVENTS:
+            if clock["last"] is not None and not clock["paused"]:
+                clock["longest"] = max(clock["longest"], now - clock["last"])
+            clock["last"], clock["paused"] = now, False
+        elif kind in PAUSE_EVENTS:
+            clock["paused"] = True
+        elif clock["last"] is not None:
+            clock["last"] = now
+
+    def stalled() -> Optional[float]:
+        """Seconds without progress once past the window (3x the longest gap seen, if longer), else None."""
+        if not launch.stall_s or clock["last"] is None or clock["paused"]:
+            return None
+        quiet = time.monotonic() - clock["last"]
+        window = max(launch.stall_s, 3 * clock["longest"])
+        window = min(window, max(launch.stall_s, launch.stall_cap_s)) if launch.stall_cap_s else window
+        return quiet if quiet > window else None
+
+    halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
+
+    def follow(node: Node) -> None:
+        run, handle = runs[node.name], handles[node.name]
+        while time.monotonic() < deadline and not halt.is_set():
+            line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
+            if line is not None:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    run.events.append(event)
+                    moved(event.get("event"))
+                    if progress:
+                        progress(node.name, event)
+                continue
+            code = handle.wait(0.05)
+            if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
+                run.exit_code, run.ended_s = code, time.monotonic() - started
+                run.lost = code == -1 and handle.lost
+                return
+
+    threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes if n.name in handles]
+    for thread in threads:
+        thread.start()
+    stalled_s = forensics = None
+    try:
+        # Once a node has failed, the others get FAILURE_GRACE_S to fail too (with their own error
+        # lines); ranks still waiting on the dead one would otherwise hang until the deadline.
+        while any(thread.is_alive() for thread in threads):
+            failed = [r.ended_s for r in runs.values() if r.exit_code not in (0, None) and r.ended_s is not None]
+            if failed and time.monotonic() - started > min(failed) + FAILURE_GRACE_S:
+                for run in runs.values():
+                    run.cut_short = run.exit_code is None
+                break
+            stalled_s = None if failed else stalled()   # a failure is judged as one, never as a hang
+            if stalled_s is not None:
+                halt.set()
+                break
+            time.sleep(0.2)
+        hung = [n for n in nodes if n.name in handles and runs[n.name].exit_code is None
+                and not runs[n.name].cut_short]
+        if hung:   # stalled, or still running at the deadline: before anything is killed, where is each rank?
+            if progress:
+                progress(hung[0].name, {"event": "stalled", "quiet_s": stalled_s, "nodes": [n.name for n in hung]})
+            forensics = take_forensics(cluster, hung, launch, run_id, sum(launch.nproc[n.name] for n in hung))
+    finally:
+        halt.set()   # what ends from here on was stopped by the tool: not the run's own exit code
+        for thread in threads:
+            thread.join(timeout=2.0)
+        for node_name, handle in handles.items():
+            runs[node_name].stderr = handle.stop()
+            tail = runs[node_name].stderr.strip().splitlines()
+            runs[node_name].stderr_tail = tail[-40:]
+            if runs[node_name].exit_code != 0:
+                runs[node_name].error = runs[node_name].error or telling_line(tail)
+    launched = {"launcher": launcher_of(cluster, nodes)}
+    return LaunchResult(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
+                        forensics)
+
+
+LAUNCHERS = {"srun": "torchrun on every node through Slurm job steps (srun --overlap)",
+             "ssh": "torchrun on every node over SSH", "local": "torchrun on this machine"}
+
+
+def launcher_of(cluster: Cluster, nodes: Sequence[Node]) -> str:
+    """How torchrun reached the nodes: srun, ssh or local (several: joined with +)."""
+    return "+".join(sorted({cluster.transports[n.name].kind for n in nodes}))
+
+
+def launched_by(stages: Sequence[LaunchResult]) -> str:
+    """", torchrun on every node through Slurm job steps (srun --overlap)" for a header line ("" if none ran)."""
+    kinds = [s.config.get("launcher") for s in stages if s is not None and s.config.get("launcher")]
+    return f", {LAUNCHERS.get(kinds[0], kinds[0])}" if kinds else ""
+
+
+def stalled_text(event: Dict) -> str:
+    """The progress line of a run about to be stopped: what happens in the seconds before it is."""
+    why = (f"no progress for {event['quiet_s']:.0f} s" if event.get("quiet_s") is not None
+           else "still running at the deadline")
+    return f"{why}: taking every rank's stack on {len(event.get('nodes') or [])} node(s) before stopping the run"
+
+
+def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_id: str, ranks: int) -> Forensics:
+    """Every rank's stack, state and last collective on these nodes, judged: which ranks are odd."""
+    commands = {n.name: probe_command(n, tag=f"{run_id}.{n.name}", wait_s=3.0,
+                                      hang_dir=hang_directory(launch, n.name))
+                for n in nodes}
+    try:
+        stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
+    except Exception as exc:   # the verdict stands without the stacks; never a traceback instead of it
+        return Forensics(f"the ranks' stacks could not be taken ({type(exc).__name__}: {exc})")
+    return judge_stacks(stacks, unreached, ranks)
+
+
+def telling_line(lines: List[str]) -> str:
+    """The line of stderr that says what went wrong (torchrun buries it in tracebacks)."""
+    keep = [line.strip() for line in lines if line.strip() and not line.startswith((" ", "Traceback", "[W", "W1",
+                                                                                       "warnings.warn"))]
+    keep = [line for line in keep if "FutureWarning" not in line and "UserWarning" not in line]
+    for marker in ("Error", "error", "Exception", "failed", "Failed", "Timeout", "timed out", "Killed"):
+        hits = [line for line in keep if marker in line]
+        if hits:
+            return hits[-1][:400]
+    return keep[-1][:400] if keep else ""
+
+
+def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],
+         problems: Dict[str, str]) -> Dict[str, Dict[str, str]]:
+    """Put files into every node's run directory: node -> {name: path}; a node that failed goes into problems."""
+    placed: Dict[str, Dict[str, str]] = {}
+    for node in nodes:
+        try:
+            placed[node.name] = {name: cluster.transports[node.name].put(data, name) for name, data in files.items()}
+        except TransportError as exc:
+            problems[node.name] = f"cannot write {', '.join(files)} into its run directory: {exc.detail}"
+    return placed
+
+
+def choose_backend(probed: Sequence[Probed], requested: str) -> str:
+    """NCCL when every probed node has GPUs and a CUDA build of torch, else Gloo; unless requested."""
+    if requested != "auto":
+        return requested
+    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed
+               if p.facts is not None)
+    return "nccl" if cuda and any(p.facts for p in probed) else "gloo"
+
+
+def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:
+    """Nodes that cannot take part in a torchrun launch, and why (torchrun would wait for them)."""
+    problems = {}
+    for p in probed:
+        if p.facts is None:
+            problems[p.name] = p.problem
+        elif not get(p.facts, "packages", "versions", "torch"):
+            problems[p.name] = f"torch is not installed for {interpreter(p.node)}"
+    return problems
+
+
+NEEDED_BY = {"transformers": "--model", "peft": "--lora"}
+
+
+def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, List[str]]:
+    """Nodes without some of the packages a run needs (the probe read every node's installed packages): which."""
+    missing = {p.name: [name for name in wanted if not get(p.facts, "packages", "versions", name)]
+               for p in probed if p.facts}
+    return {node: names for node, names in missing.items() if names}
+
+
+def missing_text(names: Sequence[str], python: str = "") -> str:
+    """"transformers and peft not installed for PYTHON (needed by --model and --lora)"."""
+    flags = " and ".join(NEEDED_BY[name] for name in names if name in NEEDED_BY)
+    return (f"{' and '.join(names)} not installed" + (f" for {python}" if python else "")
+            + (f" (needed by {flags})" if flags else ""))
+
+
+def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:
+    """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1."""
+    return {p.name: requested or p.node.slots or (gpu_count(p.facts) if gpus else 0) or 1 for p in probed}

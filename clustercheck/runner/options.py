@@ -1,0 +1,187 @@
+"""Options as dataclass fields that are also command-line flags, and the options every cluster command shares.
+
+A field made with `opt(...)` carries its flag and click settings. `click_options(Cls)` adds
+those flags to a command, `from_params(Cls, params)` builds the dataclass from what click
+parsed, and `to_args(obj)` turns an instance back into the flags that differ from the
+defaults: the "reproduce with" commands of a report come from the options a stage really
+ran with, so they cannot drift from the command line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
+
+import click
+
+from clustercheck.core.errors import InputError
+from clustercheck.core.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
+from clustercheck.transport.fanout import DEFAULT_FANOUT, FanoutOptions
+from clustercheck.transport.srun import allocation
+from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings
+
+T = TypeVar("T")
+
+
+def opt(*decls: str, default: Any = None, show: Optional[Callable[[Any], str]] = None, **click_settings) -> Any:
+    """A dataclass field that is also a flag. show: how a value reads back as the flag's argument
+    (also how the default is written on the command line, where it is not a plain value)."""
+    return field(default=default, metadata={"decls": decls, "click": click_settings, "show": show})
+
+
+def argument(default: Any = None) -> Any:
+    """A dataclass field that is the command's optional positional argument."""
+    return field(default=default, metadata={"argument": True})
+
+
+def _flagged(cls) -> List:
+    return [f for f in fields(cls) if f.metadata.get("decls") or f.metadata.get("argument")]
+
+
+def _default(f) -> Any:
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
+def click_options(cls: Type, exclude: Tuple[str, ...] = ()) -> Callable:
+    """A decorator adding one click option (or the argument) per flagged field of cls, in field order."""
+    def decorate(func):
+        for f in reversed([f for f in _flagged(cls) if f.name not in exclude]):
+            if f.metadata.get("argument"):
+                func = click.argument(f.name, required=False, metavar=f"[{f.name.upper()}]")(func)
+                continue
+            settings = dict(f.metadata["click"])
+            default = _default(f)
+            settings.setdefault("show_default", default not in (None, False, ()))
+            if f.metadata["show"] and default is not None:
+                default = f.metadata["show"](default)   # what the user would type: 16M, all_reduce
+            func = click.option(*f.metadata["decls"], f.name, default=default, **settings)(func)
+        return func
+    return decorate
+
+
+def from_params(cls: Type[T], params: Dict[str, Any], **overrides) -> T:
+    """cls built from the parsed params its flagged fields name (other fields keep their defaults)."""
+    values = {f.name: params[f.name] for f in _flagged(cls) if f.name in params}
+    values.update(overrides)
+    return cls(**values)
+
+
+def _show(f, value: Any) -> str:
+    if f.metadata.get("show"):
+        return f.metadata["show"](value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def to_args(obj: Any) -> List[str]:
+    """The flags (unquoted argv words) that give obj's values where they differ from the defaults."""
+    args: List[str] = []
+    if obj is None:
+        return args
+    for f in _flagged(type(obj)):
+        value = getattr(obj, f.name)
+        if value == _default(f) or value is None:
+            continue
+        if f.metadata.get("argument"):
+            args.insert(0, str(value))
+            continue
+        decl = f.metadata["decls"][0]
+        if "/" in decl:                                   # --pairwise/--no-pairwise
+            on, off = decl.split("/")
+            args.append(on if value else off)
+        elif f.metadata["click"].get("is_flag"):
+            args.append(decl)
+        elif f.metadata["click"].get("multiple"):
+            for item in value:
+                args += [decl, str(item)]
+        else:
+            args += [decl, _show(f, value)]
+    return args
+
+
+# ---- the nodes and how to reach them: every cluster command -----------------------------
+@dataclass
+class ClusterOptions:
+    nodes_file: Optional[str] = argument()
+    slurm: bool = opt("--slurm", is_flag=True, default=False,
+                      help="Take the nodes of the current Slurm allocation (SLURM_JOB_NODELIST); without a nodes "
+                           "file inside an allocation (SLURM_JOB_ID set) this is the default.")
+    via: str = opt("--via", default="auto", type=click.Choice(["auto", "ssh", "srun"]),
+                   help="How commands reach the nodes: srun (job steps in the current allocation, no SSH), ssh, or "
+                        "auto: srun for the allocation's own nodes, else ssh.")
+    user: Optional[str] = opt("--user", help="Default SSH user (a user@ in the file wins).")
+    port: Optional[int] = opt("--port", type=click.IntRange(1, 65535),
+                              help="Default SSH port (a :port in the file wins).")
+    python_path: Optional[str] = opt("--python", help="Default interpreter on the nodes (python= in the file wins).")
+    ssh_config: Optional[str] = opt("-F", "--ssh-config", type=click.Path(dir_okay=False),
+                                    help="ssh_config file to use instead of ~/.ssh/config.")
+    known_hosts: Tuple[str, ...] = opt("--known-hosts", default=(), multiple=True, type=click.Path(dir_okay=False),
+                                       help="known_hosts file(s) instead of the config's UserKnownHostsFile.")
+    accept_new_hostkeys: bool = opt("--accept-new-hostkeys", is_flag=True, default=False,
+                                    help="Record unknown host keys (like OpenSSH accept-new); changed keys are "
+                                         "still refused.")
+    fanout: int = opt("--fanout", default=DEFAULT_FANOUT, type=click.IntRange(1, 4096), help="Nodes contacted at once.")
+    exec_per_command: bool = opt("--exec-per-command", is_flag=True, default=False,
+                                 help="Run each command with its own login on the node instead of one session "
+                                      "per node (slower; for a node whose shell breaks the session).")
+    connect_timeout_s: Optional[float] = opt(
+        "--connect-timeout", type=click.FloatRange(0.1, 600),
+        help=f"Seconds to reach and log in to a node [default: ConnectTimeout from ssh_config, else "
+             f"{DEFAULT_CONNECT_TIMEOUT_S:g}]; given here, it wins over ssh_config.")
+
+    def nodes(self) -> List[Node]:
+        defaults = Defaults(user=self.user, port=self.port, python=self.python_path)
+        if self.nodes_file and self.slurm:
+            raise InputError("give a nodes file or --slurm, not both", "command line")
+        if self.nodes_file:
+            return read_inventory(self.nodes_file, defaults)
+        if self.slurm or allocation():
+            if not self.slurm:   # chosen for the user: say so, once, where it cannot spoil --json
+                click.echo(f"clustercheck: inside Slurm job {allocation()}: its nodes, reached through srun "
+                           f"(give a nodes file, or --via ssh, to choose otherwise)", err=True)
+            return slurm_inventory(defaults=defaults)
+        return local_inventory(defaults)
+
+    @property
+    def srun_job(self) -> Optional[str]:
+        """The allocation whose job steps reach the nodes, or None (SSH)."""
+        if self.via == "srun" and not allocation():
+            raise InputError("not inside a Slurm allocation (SLURM_JOB_ID is not set): run it under salloc or "
+                             "sbatch", "--via", value="srun")
+        if self.via == "srun" or (self.via == "auto" and allocation() and not self.nodes_file):
+            return allocation()
+        return None
+
+    @property
+    def report_name(self) -> str:
+        """What a report of these nodes is called: the nodes file's name, slurm, or local."""
+        if self.nodes_file:
+            return os.path.splitext(os.path.basename(self.nodes_file))[0]
+        return "slurm" if self.slurm or allocation() else "local"
+
+    def fanout_options(self) -> FanoutOptions:
+        return FanoutOptions(fanout=self.fanout, session=not self.exec_per_command, srun_job=self.srun_job,
+                             ssh=SSHSettings(
+            config_path=self.ssh_config, user_known_hosts=list(self.known_hosts),
+            accept_new_hostkeys=self.accept_new_hostkeys, connect_timeout_s=self.connect_timeout_s))
+
+
+cluster_options = click_options(ClusterOptions)
+
+
+# ---- what a command shows -----------------------------------------------------------------
+@dataclass
+class OutputOptions:
+    as_json: bool = opt("--json", is_flag=True, default=False, help="Print one JSON document instead of the screen.")
+    report: bool = opt("--report", is_flag=True, default=False,
+                       help="Also write a Markdown report into --reports-dir.")
+    reports_dir: str = opt("--reports-dir", default="reports", type=click.Path(file_okay=False),
+                           help="Where reports go.")
+    verbose: bool = opt("-v", "--verbose", is_flag=True, default=False, help="List the checks that passed too.")
+
+
+output_options = click_options(OutputOptions)

@@ -1,0 +1,69 @@
+"""The one output path of every check command: terminal or --json, --report, and the exit code.
+
+A command builds a view of its result (one stage, or the readiness report of several) and
+hands it to `finish`, which prints it, writes the report and exits with the code the
+result implies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, List, NoReturn, Sequence
+
+import click
+
+from clustercheck.display.report_files import new_report_path, write_report
+from clustercheck.runner.options import ClusterOptions, OutputOptions, from_params, to_args
+from clustercheck.runner.stage import RunResult, Stage, run_stages
+
+
+def invocation() -> str:
+    return "clustercheck " + " ".join(sys.argv[1:])
+
+
+def check(stages: Sequence[Stage], cluster: ClusterOptions, **kwargs) -> RunResult:
+    """The runner over these stages, on the nodes and connections the options name."""
+    nodes = cluster.nodes()   # bad input stops here, before anything is contacted
+    return run_stages(stages, nodes, cluster.fanout_options(), to_args(cluster), **kwargs)
+
+
+class StageView:
+    """One stage's result, shown the stage's own way (env, net, bench, smoke)."""
+
+    def __init__(self, stage: Stage, run: RunResult):
+        self.stage = stage
+        self.result = run.stages[0]
+        self.exit_code = run.exit_code
+
+    def to_json(self, command: str) -> Dict:
+        return self.stage.to_json(self.result)
+
+    def render_terminal(self, verbose: bool) -> str:
+        return self.stage.render_terminal(self.result, verbose)
+
+    def write_report(self, out: OutputOptions, command: str) -> List[str]:
+        if not out.report:
+            return []
+        path = new_report_path(self.stage.name, out.reports_dir)
+        images = self.stage.save_images(self.result, path[:-3])
+        write_report(self.stage.name, self.stage.render_markdown(self.result, command, images), path=path)
+        return [f"report: {path}"]
+
+
+def finish(view, out: OutputOptions) -> NoReturn:
+    command = invocation()
+    notes = view.write_report(out, command)
+    if out.as_json:
+        click.echo(json.dumps(view.to_json(command), indent=1, default=str))
+    else:
+        click.echo(view.render_terminal(out.verbose))
+    for note in notes:
+        click.echo(note, err=out.as_json)
+    sys.exit(view.exit_code)
+
+
+def run_one(stage: Stage, params: Dict[str, Any]) -> NoReturn:
+    """A single command (env, net, bench, smoke): the runner over its one stage, shown its own way."""
+    run = check([stage], from_params(ClusterOptions, params))
+    finish(StageView(stage, run), from_params(OutputOptions, params))

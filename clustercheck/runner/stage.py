@@ -1,0 +1,131 @@
+"""One shape for every check (env, net, bench, smoke) and the one runner that runs a list of them.
+
+A Stage gathers facts over the run's connections (the node layer gives it the probed
+nodes), judges them into Findings, says which later stages its result makes pointless,
+and shows itself (terminal, JSON, Markdown, its part of the readiness report). The runner
+knows stages only through this interface: a new stage is a new class, not an edit here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Finding, Status, worst
+from clustercheck.node import NodeLayer
+from clustercheck.runner.options import to_args
+from clustercheck.transport.fanout import Cluster, FanoutOptions
+
+
+@dataclass
+class StageResult:
+    name: str
+    findings: List[Finding] = field(default_factory=list)
+    facts: Any = None
+    skipped: str = ""            # why it did not run
+    wall_s: float = 0.0
+    command: str = ""            # the single command that reproduces this stage
+
+    @property
+    def status(self) -> Status:
+        return worst(self.findings)
+
+    @property
+    def ran(self) -> bool:
+        return not self.skipped
+
+
+@dataclass
+class RunResult:
+    nodes: List[Node]
+    stages: List[StageResult]
+
+    @property
+    def findings(self) -> List[Finding]:
+        return [f for stage in self.stages for f in stage.findings]
+
+    @property
+    def exit_code(self) -> int:
+        return worst(self.findings).exit_code
+
+
+class Stage:
+    """What env, net, bench and smoke each implement. `options` is the stage's options dataclass,
+    whose fields are also the single command's flags (clustercheck.runner.options)."""
+
+    name = ""
+    launches_ranks = False    # starts torchrun on every node: a node or link that cannot carry it makes it pointless
+
+    def __init__(self, options: Any):
+        self.options = options
+
+    def gather(self, layer: NodeLayer) -> Any:
+        raise NotImplementedError
+
+    def judge(self, facts: Any) -> List[Finding]:
+        raise NotImplementedError
+
+    def blocks(self, result: StageResult, later: "Stage") -> str:
+        """Why `later` is pointless after this result ("" when it is not)."""
+        return ""
+
+    def command(self, cluster_args: Sequence[str]) -> str:
+        """The single command that reproduces this stage with these options."""
+        return " ".join(["clustercheck", self.name, *map(shlex.quote, [*cluster_args, *to_args(self.options)])])
+
+    # ---- showing the result -----------------------------------------------------------
+    def to_json(self, result: StageResult) -> Dict:
+        raise NotImplementedError
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        raise NotImplementedError
+
+    def save_images(self, result: StageResult, stem: str) -> List[str]:
+        """PNG files written beside a report whose path is stem + ".md"; their names."""
+        return []
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        """This stage's part of the readiness report (Markdown lines)."""
+        return []
+
+    def report_json(self, result: StageResult) -> Dict:
+        """Keys this stage adds to the readiness report's JSON."""
+        return {}
+
+
+def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOptions,
+               cluster_args: Sequence[str] = (), selected: Optional[Sequence[str]] = None,
+               progress: Optional[Callable[[str, str], None]] = None) -> RunResult:
+    """Each selected stage in order over one set of connections; a stage an earlier result makes
+    pointless is skipped with the reason. The node layer's shared findings go with the first stage
+    that needed the nodes."""
+    say = progress or (lambda stage, text: None)
+    results: List[StageResult] = []
+    with Cluster(nodes, fanout) as cluster:
+        layer = NodeLayer(cluster, nodes)
+        done: List[tuple] = []
+        for stage in stages:
+            result = StageResult(stage.name, command=stage.command(cluster_args))
+            results.append(result)
+            if selected is not None and stage.name not in selected:
+                result.skipped = "not selected"
+                continue
+            reason = next((r for r in (s.blocks(res, stage) for s, res in done) if r), "")
+            if reason:
+                result.skipped = reason
+                say(stage.name, f"skipped: {reason}")
+                continue
+            say(stage.name, "running")
+            start = time.monotonic()
+            result.facts = stage.gather(layer)
+            result.findings = layer.take_findings() + stage.judge(result.facts)
+            result.wall_s = time.monotonic() - start
+            done.append((stage, result))
+            say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
+    return RunResult(list(nodes), results)

@@ -1,0 +1,99 @@
+"""The all_reduce bus bandwidth a healthy cluster of this kind reaches, from published figures.
+
+Selected from what the node layer found (GPU model and count, active InfiniBand / RoCE ports
+and their rate); `[bench] expected_busbw` in clustercheck.toml or --expect-busbw overrides it.
+A run below `expected_fraction` of it (default 0.9, as nccl-tests' own NCCL_TESTS_MIN_BW check,
+which fails an average below 0.9x the value given) is a finding. Figures are for large
+messages (8-16 GB); a sweep that stops below that is compared at its largest size, and says so.
+
+One node, NVLink/NVSwitch (the ring figure when the run forced NCCL_ALGO=Ring):
+- 8x H100 SXM: ~480 GB/s with NVLS (NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/212;
+  Azure measured 478.87 at 8 GB, github.com/Azure/AI-benchmarking-guide Azure_Results/
+  ND_H100_v5_results.md); ~370 GB/s with NCCL_ALGO=Ring (same issue; NVIDIA/nccl/issues/1442).
+- 8x H200: Azure measured 479.98 at 8 GB (AI-benchmarking-guide ND_H200_v5_results.md).
+- 8x A100 SXM: ~230 GB/s at 8 GB (NCCL maintainer, NVIDIA/nccl-tests/issues/149; Azure measured
+  231.58, ND_A100_v4_results.md).
+- 8x V100 SXM: 110 GB/s, Azure's pass threshold at 8 GB (Azure/azurehpc-health-checks
+  conf/nd40rs_v2.conf `check_nccl_allreduce 110.0`): a minimum, no typical figure was found.
+Across nodes, the network is the bottleneck: per NIC, 12 GB/s at 100 Gb/s, 24 at 200 Gb/s
+(NCCL maintainer, NVIDIA/nccl-tests/issues/119), 46-49 at 400 Gb/s NDR (NVIDIA/nccl-tests/
+issues/267, /290, /319: "up to ~396" for 8x 400G with Ring): 0.96x the line rate in bytes,
+times the active ports per node (at most one per GPU). No figure is claimed for TCP sockets
+or for Gloo on CPUs: there the report says there is none, and how to give one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from clustercheck.node.facts import get, gpus
+from clustercheck.node.gather import Probed
+
+PER_NIC_OF_LINE_RATE = 0.96
+
+# (model substring, GPUs, busbw default algorithm, busbw with NCCL_ALGO=Ring or None, source)
+SINGLE_NODE = [
+    ("H200", 8, 480.0, None, "8x H200: Azure ND H200 v5 measured 479.98 GB/s at 8 GB "
+                             "(github.com/Azure/AI-benchmarking-guide)"),
+    ("H100", 8, 480.0, 370.0, "8x H100 SXM: ~480 GB/s with NVLS, ~370 with Ring (NCCL maintainer, "
+                              "github.com/NVIDIA/nccl-tests/issues/212)"),
+    ("A100", 8, 230.0, None, "8x A100 SXM: ~230 GB/s at 8 GB (NCCL maintainer, "
+                             "github.com/NVIDIA/nccl-tests/issues/149)"),
+    ("V100", 8, 110.0, None, "8x V100: 110 GB/s at 8 GB, Azure's pass threshold "
+                             "(github.com/Azure/azurehpc-health-checks conf/nd40rs_v2.conf)"),
+]
+
+
+@dataclass(frozen=True)
+class Expected:
+    gbps: float
+    source: str
+
+
+def gbits(rate: Optional[str]) -> Optional[float]:
+    """'400 Gb/sec (4X NDR)' -> 400.0."""
+    match = re.match(r"\s*([\d.]+)\s*Gb", rate or "")
+    return float(match.group(1)) if match else None
+
+
+def network_figure(probed: Sequence[Probed]) -> Optional[Expected]:
+    """Active RDMA ports per node x 0.96 x their rate (the slowest node's), at most one per GPU."""
+    per_node: List[float] = []
+    for p in probed:
+        ports = [gbits(port.get("rate")) for port in get(p.facts, "infiniband") or []
+                 if isinstance(port, dict) and port.get("state") == "ACTIVE"]
+        ports = sorted((r for r in ports if r), reverse=True)[:max(len(gpus(p.facts)), 1)]
+        if not ports:
+            return None
+        per_node.append(sum(ports) / 8 * PER_NIC_OF_LINE_RATE)
+    if not per_node:
+        return None
+    slowest = min(per_node)
+    return Expected(slowest, f"{slowest:.0f} GB/s: active RDMA ports x 0.96 of their rate in GB/s (NCCL maintainers: "
+                             "12 GB/s per 100G NIC, 24 per 200G, 46-49 per 400G; github.com/NVIDIA/nccl-tests/"
+                             "issues/119, /319)")
+
+
+def single_node_figure(probed: Probed, ring: bool) -> Optional[Expected]:
+    node_gpus = gpus(probed.facts)
+    if not node_gpus:
+        return None
+    model = node_gpus[0].get("name") or ""
+    for key, count, default, ring_gbps, source in SINGLE_NODE:
+        if key in model and len(node_gpus) == count:
+            if ring and ring_gbps is None:
+                return None
+            return Expected(ring_gbps if ring else default, source + (" (Ring)" if ring else ""))
+    return None
+
+
+def published(probed: Sequence[Probed], backend: str, ring: bool) -> Optional[Expected]:
+    """The published figure for these nodes, or None where none applies (Gloo, TCP, other GPUs)."""
+    reached = [p for p in probed if p.facts is not None]
+    if backend != "nccl" or not reached:
+        return None
+    if len(reached) == 1:
+        return single_node_figure(reached[0], ring)
+    return network_figure(reached)

@@ -1,0 +1,126 @@
+"""How `clustercheck bench` shows its result: nccl-tests tables, the pair matrix, findings."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from tabulate import tabulate
+
+from clustercheck.core.inventory import fold
+from clustercheck.core.result import Finding, sort_findings, worst
+from clustercheck.display.findings import findings_lines, findings_markdown, report_header
+from clustercheck.onnode.rounds import SLOW
+from clustercheck.ranks.torchrun import launched_by
+from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.table import format_table, peak
+
+
+def sweep_tables(facts: BenchFacts) -> List[str]:
+    lines: List[str] = []
+    for stage in facts.stages:
+        if not stage.events("row"):
+            continue
+        start = stage.start or {}
+        lines.append(f"# {start.get('world', '?')} ranks on {len(stage.runs)} nodes, backend {start.get('backend')}"
+                     + (f", NCCL {start['nccl']}" if start.get("nccl") else "")
+                     + f", algorithm {start.get('nccl_algo') or 'NCCL default' if start.get('nccl') else 'gloo'}"
+                     + f", iters up to {stage.config['iters']} and warmup up to {stage.config['warmup']} within "
+                       f"{stage.config['size_budget']:g} s a size, "
+                       f"data check {'on' if stage.config['check'] else 'off'}")
+        for name, coll_rows in facts.figures.by_collective.items():
+            lines += format_table(name, coll_rows) + [percent_line(facts, name, coll_rows), ""]
+        for event in facts.figures.budget:
+            if event.get("stage") == "sweep":
+                lines += [f"# stopped after {event['last_bytes']} B: {event['reason']}", ""]
+    return lines
+
+
+def percent_line(facts: BenchFacts, name: str, rows: List[Dict]) -> str:
+    """The peak against what the collective should reach, under its table."""
+    top, _ = peak(rows)
+    if name != "all_reduce":
+        return f"# Peak bus bandwidth   : {top:.4g} GB/s"
+    if facts.expected is None:
+        return f"# Peak bus bandwidth   : {top:.4g} GB/s (no expected figure for {facts.backend} on these nodes)"
+    return (f"# Peak bus bandwidth   : {top:.4g} GB/s = {top / facts.expected.gbps:.0%} of expected "
+            f"{facts.expected.gbps:g} GB/s ({facts.expected.source})")
+
+
+def search_rounds(facts: BenchFacts, tablefmt: str) -> Optional[str]:
+    """The adaptive search round by round: its pairs (the slow ones, and how many were fast)."""
+    search = facts.figures.search
+    if search is None or search.reference is None:
+        return None
+    limit = SLOW * search.reference
+    table = []
+    for index, speeds in enumerate(facts.figures.rounds):
+        phases = {phase for r, phase, *_ in search.measured if r == index}
+        slow = sorted((s, a, b) for (a, b), s in speeds.items() if s < limit)
+        fast = [s for s in speeds.values() if s >= limit]
+        table.append([index + 1, ", ".join(sorted(phases)), len(speeds),
+                      "; ".join(f"{a} <-> {b} {s:.3f}" for s, a, b in slow[:8]) + (" ..." if len(slow) > 8 else ""),
+                      f"{min(fast):.3f} to {max(fast):.3f}" if fast else ""])
+    return tabulate(table, headers=["round", "phase", "pairs", "slow pairs (GB/s)", "fast pairs (GB/s)"],
+                    tablefmt=tablefmt)
+
+
+def pair_matrix(facts: BenchFacts, tablefmt: str) -> Optional[str]:
+    if facts.figures.pair_mode != "full":
+        return None
+    speeds = facts.figures.pairs.get("matrix", {})
+    names = [n.name for n in facts.nodes]
+    table = []
+    for a in names:
+        row = [a]
+        for b in names:
+            speed = speeds.get((a, b), speeds.get((b, a)))
+            row.append("-" if a == b else f"{speed:.3f}" if speed is not None else "?")
+        table.append(row)
+    return tabulate(table, headers=["GB/s"] + names, tablefmt=tablefmt)
+
+
+def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
+    names = [n.name for n in facts.nodes]
+    lines = [f"clustercheck bench: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
+             f"backend {facts.backend}, {sum(facts.nproc.values()) or '?'} ranks" + launched_by(facts.stages), ""]
+    lines += sweep_tables(facts)
+    matrix = pair_matrix(facts, "simple")
+    if matrix:
+        lines += ["pairwise exchange, both directions at once:", matrix, ""]
+    rounds = search_rounds(facts, "simple")
+    if rounds:
+        lines += ["pair rounds (adaptive search), both directions at once:", rounds, ""]
+    lines += findings_lines(findings, verbose)
+    return "\n".join(lines)
+
+
+def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
+    status = worst(findings)
+    return {
+        "schema": 1, "command": "bench", "verdict": status.name, "exit_code": status.exit_code,
+        "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
+        "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
+        "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,
+                    "rows": facts.figures.rows, "pairs": s.events("pair"), "budget": s.events("budget"),
+                    "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error}
+                              for n, r in s.runs.items()}} for s in facts.stages],
+    }
+
+
+def render_markdown(facts: BenchFacts, findings: Sequence[Finding], command: str, images: Sequence[str] = ()) -> str:
+    names = [n.name for n in facts.nodes]
+    out = report_header("bench", findings, command, [f"- nodes: {len(names)} ({fold(names)})",
+                                                      f"- backend: {facts.backend}"])
+    out += findings_markdown(findings)
+    tables = sweep_tables(facts)
+    if tables:
+        out += ["## Sweep (nccl-tests format)", "", "```text", *tables, "```", ""]
+    matrix = pair_matrix(facts, "github")
+    if matrix:
+        out += ["## Pairwise exchange (GB/s)", "", matrix, ""]
+    rounds = search_rounds(facts, "github")
+    if rounds:
+        out += ["## Pair rounds (adaptive search)", "", rounds, ""]
+    for image in images:
+        out += [f"![{image}]({image})", ""]
+    return "\n".join(out)

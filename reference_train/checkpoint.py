@@ -1,0 +1,59 @@
+"""Checkpoints: each rank saves and reloads what it owns, so the check needs no shared filesystem.
+
+DeepSpeed writes its per-rank shards (and, on a disk per node, each node's model states);
+FSDP writes one file per rank (that rank's shards); DDP, whose ranks all hold the same state,
+one file per node, written by its first local rank (renamed into place: on a shared disk the
+nodes' copies are the same bytes).
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+from checks import node_name
+
+
+def state_file(args, directory, tag) -> str:
+    name = "replica.pt" if args.mode == "ddp" else f"rank_{dist.get_rank()}.pt"
+    return os.path.join(directory, tag, name)
+
+
+def save(args, directory, step, module, optimizer, engine):
+    tag = f"step_{step}"
+    if engine is not None:
+        engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
+    else:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        model_state, optim_state = get_state_dict(module, optimizer)
+        os.makedirs(os.path.join(directory, tag), exist_ok=True)
+        if args.mode != "ddp" or int(os.environ.get("LOCAL_RANK", "0")) == 0:
+            path = state_file(args, directory, tag)
+            torch.save({"model": model_state, "optimizer": optim_state, "step": step}, f"{path}.{os.getpid()}")
+            os.replace(f"{path}.{os.getpid()}", path)
+        if dist.get_rank() == 0:
+            with open(os.path.join(directory, "latest"), "w") as handle:
+                handle.write(tag)
+    dist.barrier()
+
+
+def load(args, directory, module, optimizer, engine) -> int:
+    """Load the latest checkpoint; returns the step it was taken at (0 if there is none).
+
+    Rank 0 names it (its node holds `latest`); every rank then reads its own part."""
+    holder = [None]
+    if dist.get_rank() == 0 and os.path.exists(os.path.join(directory, "latest")):
+        with open(os.path.join(directory, "latest")) as handle:
+            holder[0] = handle.read().strip()
+    dist.broadcast_object_list(holder, 0)
+    tag = holder[0]
+    if tag is None:
+        return 0
+    if engine is not None:
+        path, client_state = engine.load_checkpoint(directory, tag=tag)
+        if path is None:
+            raise RuntimeError(f"checkpoint {tag} not found in {directory} on {node_name()}")
+        return int(client_state["step"])
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+    state = torch.load(state_file(args, directory, tag), map_location="cpu", weights_only=False)
+    set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    return int(state["step"])
