@@ -13,7 +13,7 @@ from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
 from clustercheck.core.thresholds import parse_config
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed
 from clustercheck.preflight.diff import diff_reports, load_report
 from clustercheck.ranks.torchrun import LaunchResult, NodeRun
 from clustercheck.stages.bench.baseline import read_baseline

@@ -11,7 +11,8 @@ from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
 from clustercheck.core.thresholds import Config, EnvThresholds, parse_config
-from clustercheck.node.gather import Probed, interpret
+from clustercheck.node.facts import Probed
+from clustercheck.node.gather import interpret
 from clustercheck.onnode import fabric, gpuprobe, kernlog
 from clustercheck.stages.env import evaluate
 from clustercheck.stages.env.render import render_markdown, render_terminal, to_json

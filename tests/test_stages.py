@@ -182,7 +182,7 @@ def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
     """net's listeners report host / net / env only: after `preflight --skip env` bench and smoke must
     still see each node's packages and GPUs, or every node would look as if it lacked torch."""
     from clustercheck.node import NodeLayer
-    from clustercheck.node.gather import Probed
+    from clustercheck.node.facts import Probed
     from clustercheck.transport.base import NodeResult, Outcome
     from clustercheck.transport.fanout import Cluster
 

@@ -12,7 +12,8 @@ from typing import List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding
-from clustercheck.node.gather import Probed, ProbeOptions, probe_cluster
+from clustercheck.node.facts import Probed
+from clustercheck.node.gather import ProbeOptions, probe_cluster
 from clustercheck.node.judges import judge_nodes
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 

@@ -1,14 +1,21 @@
 """Facts every stage reads from a node's probe document: packages, GPUs, names, the training interface.
 
-Pure functions over the document: no I/O. A fact the probe could not collect is None,
-never a guess.
+`Probed` is one node's probe; the facts every stage needs are derived once, here, as its
+named properties (interface, GPU count, torch, why it cannot launch ranks, missing
+packages); judges read those, not paths into the document. Pure: no I/O. A fact the
+probe could not collect is None, never a guess.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from clustercheck.core.inventory import Node
+from clustercheck.transport.base import NodeResult
 
 NOT_INSTALLED = "not installed"
+DEFAULT_PYTHON = "python3"
 
 
 def get(doc: Optional[Dict], *path: Any, default: Any = None) -> Any:
@@ -107,3 +114,66 @@ def training_interface(doc: Dict, inventory_ifname: Optional[str]) -> Tuple[Opti
         if any(a.split("/")[0] in own for a in facts.get("ipv4", []) + facts.get("ipv6", [])):
             return name, "address of the node's own name"
     return None, "no route to the other nodes found"
+
+
+# ---- one node's probe, and the facts derived from it once ---------------------------------
+def interpreter(node: Node) -> str:
+    return node.python or DEFAULT_PYTHON
+
+
+@dataclass
+class Probed:
+    """One node's probe: the transport's result, and the facts when there are any."""
+
+    node: Node
+    result: NodeResult
+    facts: Optional[Dict] = None
+    problem: str = ""                  # why there are no facts, in words
+    clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
+    clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
+    _derived: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def _once(self, key: str, compute):
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    @property
+    def interface(self) -> Tuple[Optional[str], str]:
+        """(the training interface, how it was chosen): see training_interface."""
+        return self._once("interface", lambda: training_interface(self.facts or {}, self.node.ifname))
+
+    @property
+    def ifname(self) -> Optional[str]:
+        return self.interface[0]
+
+    @property
+    def gpu_count(self) -> Optional[int]:
+        return self._once("gpu_count", lambda: gpu_count(self.facts) if self.facts is not None else None)
+
+    @property
+    def torch(self) -> Optional[str]:
+        """torch's version for the node's interpreter, or None (not installed, or not probed)."""
+        return get(self.facts, "packages", "versions", "torch")
+
+    @property
+    def cuda_torch(self) -> bool:
+        """GPUs and a CUDA build of torch: ranks run on NCCL here."""
+        return bool(self.gpu_count and get(self.facts, "packages", "torch_build", "cuda"))
+
+    @property
+    def launch_problem(self) -> str:
+        """Why torchrun cannot start ranks on this node ("" when it can)."""
+        if self.facts is None:
+            return self.problem
+        return "" if self.torch else f"torch is not installed for {interpreter(self.node)}"
+
+    def missing(self, wanted: Sequence[str]) -> List[str]:
+        """The packages of `wanted` the node's interpreter lacks ([] when not probed: nothing is claimed)."""
+        if self.facts is None:
+            return []
+        return [name for name in wanted if not get(self.facts, "packages", "versions", name)]

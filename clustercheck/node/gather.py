@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.inventory import Node
+from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import inline_command
 from clustercheck.transport.base import NodeResult, Outcome, Transport
 from clustercheck.transport.fanout import Cluster
 
 PROBE_FILE = "env_probe.py"
 PROBE_SCHEMA = 1
-DEFAULT_PYTHON = "python3"
 PEERS_PER_NODE = 2   # each node resolves and routes to this many others (the next ones in the list)
 
 
@@ -29,26 +29,6 @@ class ProbeOptions:
     timeout_s: float = 60.0
     workdir: Optional[str] = None      # checked to exist, free disk measured
     deep: bool = False                 # import torch and deepspeed too
-
-
-@dataclass
-class Probed:
-    """One node's probe: the transport's result, and the facts when there are any."""
-
-    node: Node
-    result: NodeResult
-    facts: Optional[Dict] = None
-    problem: str = ""                  # why there are no facts, in words
-    clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
-    clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-
-def interpreter(node: Node) -> str:
-    return node.python or DEFAULT_PYTHON
 
 
 def probe_command(node: Node, peers: Sequence[str], workdir: Optional[str], deep: bool) -> str:

@@ -12,8 +12,7 @@ from typing import Callable, Dict, List, Sequence
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.facts import get, is_loopback, training_interface
-from clustercheck.node.gather import Probed, interpreter
+from clustercheck.node.facts import Probed, get, interpreter, is_loopback
 from clustercheck.transport.base import REMEDIES, Outcome
 
 
@@ -88,7 +87,7 @@ def training_mtu(probed: Sequence[Probed]) -> List[Finding]:
     """Row 12: the MTU of the interface training uses must be the same everywhere; row 14: it must exist."""
     ifnames, missing, mtus = {}, {}, {}
     for p in _documented(probed):
-        ifname, _ = training_interface(p.facts, p.node.ifname)
+        ifname = p.ifname
         if not ifname:
             continue
         ifnames[p.name] = ifname

@@ -1,6 +1,6 @@
 """`clustercheck plan`: the GPU memory each training mode needs, and which fit the cluster's GPUs.
 
-The figures come from one accounting (clustercheck/memory.py): model states per mode from
+The figures come from one accounting (clustercheck/planner/memory.py): model states per mode from
 the same five components, activations from the model's shape and the workload. The model's
 shape comes from `--model DIR` (its config.json) or, with only `--params`, a Llama shape of
 that size, labelled as assumed.
@@ -18,8 +18,7 @@ from tabulate import tabulate
 from clustercheck.core.errors import InputError
 from clustercheck.core.result import Finding, Status, worst
 from clustercheck.display.findings import findings_lines
-from clustercheck.node.facts import get, gpus
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed, get, gpus
 from clustercheck.planner.memory import (
     SHARDING_ORDER,
     ModeNeed,
@@ -141,7 +140,7 @@ def plan_text(options: PlanOptions) -> "tuple[str, int]":
               f"  workload: sequences of {work.seq_len} tokens, micro-batch {work.micro_batch} per GPU, gradient "
               f"checkpointing {'on' if work.checkpointing else 'off'}, LoRA rank {work.lora_rank}",
               f"  a mode fits when its states + activations take at most {HEADROOM:.0%} of a GPU (and its host "
-              f"memory fits a node); accounting: clustercheck/memory.py", "", plan_table(rows), ""]
+              f"memory fits a node); accounting: clustercheck/planner/memory.py", "", plan_table(rows), ""]
     code = Status.FAIL.exit_code if worst(findings) is Status.FAIL else Status.OK.exit_code  # a WARN row is advice
     return "\n".join([*header, *findings_lines(findings, verbose=True)]), code
 

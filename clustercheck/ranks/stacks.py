@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, InputError
 from clustercheck.core.inventory import Node, fold
-from clustercheck.node.gather import interpreter, parse_document
+from clustercheck.node.facts import interpreter
+from clustercheck.node.gather import parse_document
 from clustercheck.onnode import inline_command
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.fanout import Cluster

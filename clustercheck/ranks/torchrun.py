@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
-from clustercheck.node.facts import get, gpu_count, training_interface
-from clustercheck.node.gather import Probed, interpreter
+from clustercheck.node.facts import Probed, interpreter
 from clustercheck.ranks.forensics import Forensics, judge_stacks
 from clustercheck.ranks.stacks import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
@@ -141,7 +140,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     handles: Dict[str, Running] = {}
     started = time.monotonic()
     deadline = started + launch.timeout_s
-    ifnames = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed if p.facts}
+    ifnames = {p.name: p.ifname for p in probed if p.facts}
     for node in nodes:
         command = torchrun_command(node, launch, len(nodes), nodes[0].name, ifnames.get(node.name), run_id)
         try:
@@ -290,45 +289,3 @@ def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],
         except TransportError as exc:
             problems[node.name] = f"cannot write {', '.join(files)} into its run directory: {exc.detail}"
     return placed
-
-
-def choose_backend(probed: Sequence[Probed], requested: str) -> str:
-    """NCCL when every probed node has GPUs and a CUDA build of torch, else Gloo; unless requested."""
-    if requested != "auto":
-        return requested
-    cuda = all(gpu_count(p.facts) and get(p.facts, "packages", "torch_build", "cuda") for p in probed
-               if p.facts is not None)
-    return "nccl" if cuda and any(p.facts for p in probed) else "gloo"
-
-
-def readiness_problems(probed: Sequence[Probed]) -> Dict[str, str]:
-    """Nodes that cannot take part in a torchrun launch, and why (torchrun would wait for them)."""
-    problems = {}
-    for p in probed:
-        if p.facts is None:
-            problems[p.name] = p.problem
-        elif not get(p.facts, "packages", "versions", "torch"):
-            problems[p.name] = f"torch is not installed for {interpreter(p.node)}"
-    return problems
-
-
-NEEDED_BY = {"transformers": "--model", "peft": "--lora"}
-
-
-def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, List[str]]:
-    """Nodes without some of the packages a run needs (the probe read every node's installed packages): which."""
-    missing = {p.name: [name for name in wanted if not get(p.facts, "packages", "versions", name)]
-               for p in probed if p.facts}
-    return {node: names for node, names in missing.items() if names}
-
-
-def missing_text(names: Sequence[str], python: str = "") -> str:
-    """"transformers and peft not installed for PYTHON (needed by --model and --lora)"."""
-    flags = " and ".join(NEEDED_BY[name] for name in names if name in NEEDED_BY)
-    return (f"{' and '.join(names)} not installed" + (f" for {python}" if python else "")
-            + (f" (needed by {flags})" if flags else ""))
-
-
-def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:
-    """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1."""
-    return {p.name: requested or p.node.slots or (gpu_count(p.facts) if gpus else 0) or 1 for p in probed}

@@ -29,6 +29,7 @@ from typing import Dict, List, Optional
 
 from clustercheck.sandbox.hostsettings import STATE_ROOT, raise_neighbour_table, restore_host_settings
 from clustercheck.sandbox.processes import SandboxError, first_process_alive, host_pid, pid_alive, read_text, sh, spawn
+from clustercheck.sandbox.slurm_stop import stop_slurm
 
 SUBNET_FORMAT = "10.213.{}.0/22"
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
@@ -332,7 +333,6 @@ def _free_subnet() -> str:
 
 def down(name: str) -> List[str]:
     """Remove everything sandbox `name` made, from its state or, after a crash, by name prefix."""
-    from clustercheck.sandbox.slurm import stop_slurm
     removed = stop_slurm(name, os.path.join(STATE_ROOT, name))
     netns_re = re.compile(rf"^{re.escape(name)}-n\d+$")
     namespaces = [line.split()[0] for line in sh("ip", "netns", "list", check=False).stdout.splitlines()

@@ -13,7 +13,7 @@
   File=), as a GPU node's slurm.conf would.
 
 This host is the login node: `salloc`, `srun` and `sbatch` run here with SLURM_CONF pointing at
-the sandbox's slurm.conf (`sandbox up` prints the export). `stop_slurm` (and `down`) remove it all.
+the sandbox's slurm.conf (`sandbox up` prints the export). `stop_slurm` (slurm_stop.py; and `down`) removes it all.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from clustercheck.sandbox.cluster import Sandbox, down
-from clustercheck.sandbox.processes import SandboxError, first_process_alive, pid_alive, sh
+from clustercheck.sandbox.processes import SandboxError, first_process_alive, sh
 
 SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol", "sinfo")
 CPUS_PER_NODE = 8     # declared (SlurmdParameters=config_overrides): eight ranks per node fit
@@ -180,39 +179,3 @@ def drain(box: Sandbox, name: str, reason: str) -> None:
 
 def resume(box: Sandbox, name: str) -> None:
     scontrol(box, "update", f"nodename={name}", "state=resume", check=False)
-
-
-def _kill_pidfile(path: str) -> Optional[int]:
-    try:
-        with open(path) as handle:
-            pid = int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    if pid_alive(pid):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return None
-    return pid
-
-
-def stop_slurm(name: str, state_dir: str) -> List[str]:
-    """Stop munged and slurmctld (slurmds die with their nodes), remove the controller's namespace."""
-    removed = []
-    where = os.path.join(state_dir, "slurm")
-    ctl_ns = f"{name}-ctl"
-    pids = [int(p) for p in sh("ip", "netns", "pids", ctl_ns, check=False).stdout.split()]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    munged = _kill_pidfile(os.path.join(where, "munged.pid"))
-    deadline = time.monotonic() + 5
-    while any(pid_alive(p) for p in pids + ([munged] if munged else [])) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if sh("ip", "netns", "del", ctl_ns, check=False).returncode == 0:
-        removed.append(ctl_ns)
-    if sh("ip", "link", "del", f"{name}-ch", check=False).returncode == 0:
-        removed.append(f"{name}-ch")
-    return removed

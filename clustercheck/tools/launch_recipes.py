@@ -24,9 +24,8 @@ from typing import Dict, List, Optional, Sequence
 
 from clustercheck.core.result import Finding, Status
 from clustercheck.display.findings import findings_lines
-from clustercheck.node.facts import get, gpu_count, training_interface
-from clustercheck.node.gather import Probed, interpreter
-from clustercheck.ranks.torchrun import ranks_per_node
+from clustercheck.node.facts import Probed, get, interpreter
+from clustercheck.node.readiness import ranks_per_node
 
 
 class NotReady(Exception):
@@ -87,12 +86,12 @@ def derive(probed: Sequence[Probed], attempts: Sequence[tuple], master_port: int
         how.append(f"MASTER_ADDR {master}: its name (the nodes resolved it to "
                    f"{', '.join(sorted(addresses)) or 'nothing recorded'})")
     how.append(f"ports {master_port} (MASTER_PORT) and {rdzv_port} (c10d rendezvous) open on {master} from every node")
-    gpus = all(gpu_count(p.facts) for p in usable)
+    gpus = all(p.gpu_count for p in usable)
     nproc = ranks_per_node(usable, None, gpus)
     ib = any(q.get("state") == "ACTIVE" for p in usable for q in (get(p.facts, "infiniband") or []))
     env: Dict[str, Dict[str, str]] = {}
     for p in usable:
-        ifname, chosen = training_interface(p.facts, p.node.ifname)
+        ifname, chosen = p.interface
         if not ifname and len(usable) > 1:
             raise NotReady(f"no training interface found on {p.name} ({chosen})")
         env[p.name] = {"NCCL_SOCKET_IFNAME": ifname, "GLOO_SOCKET_IFNAME": ifname} if ifname else {}

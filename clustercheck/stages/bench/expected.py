@@ -28,8 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from clustercheck.node.facts import get, gpus
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed, get, gpus
 
 PER_NIC_OF_LINE_RATE = 0.96
 

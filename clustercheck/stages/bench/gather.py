@@ -20,20 +20,11 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Node
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed
+from clustercheck.node.readiness import choose_backend, ranks_per_node, readiness_problems
 from clustercheck.onnode import BENCH_WORKER, bench_files
 from clustercheck.onnode.rounds import round_limit
-from clustercheck.ranks.torchrun import (
-    DEFAULT_RDZV_PORT,
-    Launch,
-    LaunchResult,
-    choose_backend,
-    ranks_per_node,
-    readiness_problems,
-    run_torchrun,
-    ship,
-    stalled_text,
-)
+from clustercheck.ranks.torchrun import DEFAULT_RDZV_PORT, Launch, LaunchResult, run_torchrun, ship, stalled_text
 from clustercheck.runner.options import opt
 from clustercheck.stages.bench.expected import Expected, published
 from clustercheck.stages.bench.figures import BenchFigures, compute_figures

@@ -15,12 +15,12 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, worst
 from clustercheck.core.thresholds import Config, load_config
 from clustercheck.node import NodeLayer
-from clustercheck.node.facts import gpu_count
-from clustercheck.node.gather import Probed, ProbeOptions
+from clustercheck.node.facts import Probed, gpu_count
+from clustercheck.node.gather import ProbeOptions
 from clustercheck.node.judges import judge_nodes
+from clustercheck.node.readiness import missing_packages, readiness_problems
 from clustercheck.node.slurm import SlurmView, read_slurm
 from clustercheck.onnode.env_probe import PACKAGES
-from clustercheck.ranks.torchrun import missing_packages, readiness_problems
 from clustercheck.runner.options import opt
 from clustercheck.runner.stage import Stage, StageResult
 from clustercheck.stages.env import render, topology
@@ -61,7 +61,7 @@ class EnvFacts:
 
 
 def env_facts(probed: Sequence[Probed]) -> EnvFacts:
-    return EnvFacts(list(probed), {p.name: comparable(p.facts, p.node.ifname) for p in probed if p.facts is not None})
+    return EnvFacts(list(probed), {p.name: comparable(p) for p in probed if p.facts is not None})
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from clustercheck.node.facts import NOT_INSTALLED, get, gib, gpu_count, gpus, package, training_interface
+from clustercheck.node.facts import NOT_INSTALLED, Probed, get, gib, gpu_count, gpus, package
 
 
 # ---- comparable facts ----------------------------------------------------------------
@@ -163,8 +163,9 @@ COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
 ]
 
 
-def comparable(doc: Dict, inventory_ifname: Optional[str] = None) -> Dict[str, str]:
+def comparable(probed: Probed) -> Dict[str, str]:
     """label -> value for one node; facts the probe could not collect are absent."""
+    doc = probed.facts or {}
     values: Dict[str, str] = {}
     for label, extract in COMPARED:
         try:
@@ -173,7 +174,7 @@ def comparable(doc: Dict, inventory_ifname: Optional[str] = None) -> Dict[str, s
             value = None
         if value is not None:
             values[label] = str(value)
-    ifname, _ = training_interface(doc, inventory_ifname)
+    ifname = probed.ifname
     if ifname:
         values["training interface"] = ifname
         facts = get(doc, "net", "interfaces", ifname)

@@ -11,7 +11,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, sort_findings, worst
 from clustercheck.core.thresholds import Config, as_dict
 from clustercheck.display.findings import cell, findings_lines, findings_markdown, report_header
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed
 from clustercheck.stages.env import topology
 
 # Facts named in the one-line summary of what every node shares, in this order.

@@ -16,8 +16,7 @@ from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.core.thresholds import EnvThresholds
-from clustercheck.node.facts import NOT_INSTALLED, get, gib, gpu_count
-from clustercheck.node.gather import Probed, interpreter
+from clustercheck.node.facts import NOT_INSTALLED, Probed, get, gib, gpu_count, interpreter
 from clustercheck.node.judges import nodes_finding
 
 ONE_ENV = "use one environment or container image on every node (same interpreter path, same wheels)"

@@ -15,8 +15,7 @@ from typing import Dict, List, Optional, Sequence
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.facts import get
-from clustercheck.node.gather import Probed
+from clustercheck.node.facts import Probed, get
 from clustercheck.node.judges import nodes_finding
 from clustercheck.stages.env.rules import EnvContext
 

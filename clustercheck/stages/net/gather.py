@@ -24,7 +24,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import click
 
 from clustercheck.core.inventory import Node
-from clustercheck.node.gather import Probed, interpreter, parse_document, peers_of, read_document
+from clustercheck.node.facts import Probed, interpreter
+from clustercheck.node.gather import parse_document, peers_of, read_document
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.rounds import round_robin
 from clustercheck.ranks.torchrun import DEFAULT_RDZV_PORT

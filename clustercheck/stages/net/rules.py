@@ -14,7 +14,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.facts import get, is_loopback, training_interface
+from clustercheck.node.facts import get, is_loopback
 from clustercheck.node.judges import nodes_finding
 from clustercheck.stages.net.gather import NetFacts
 
@@ -240,7 +240,7 @@ def peer_names(facts: NetFacts) -> List[Finding]:
 def interfaces(facts: NetFacts) -> List[Finding]:
     """Rows 1, 13: the interface that routes to the peers, what to set, and two interfaces on one subnet."""
     probed = [p for p in facts.probed if p.facts is not None]
-    chosen = {p.name: training_interface(p.facts, p.node.ifname)[0] for p in probed}
+    chosen = {p.name: p.ifname for p in probed}
     chosen = {n: i for n, i in chosen.items() if i}
     findings = []
     if chosen:

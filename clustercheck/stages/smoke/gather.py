@@ -18,21 +18,17 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Node
-from clustercheck.node.gather import Probed, interpreter
-from clustercheck.onnode import TRAINER_ENTRY, trainer_files
-from clustercheck.planner.memory import Shape, Workload, parse_config
-from clustercheck.ranks.torchrun import (
-    DEFAULT_RDZV_PORT,
-    Launch,
-    LaunchResult,
+from clustercheck.node.facts import Probed, interpreter
+from clustercheck.node.readiness import (
     choose_backend,
     missing_packages,
     missing_text,
     ranks_per_node,
     readiness_problems,
-    run_torchrun,
-    ship,
 )
+from clustercheck.onnode import TRAINER_ENTRY, trainer_files
+from clustercheck.planner.memory import Shape, Workload, parse_config
+from clustercheck.ranks.torchrun import DEFAULT_RDZV_PORT, Launch, LaunchResult, run_torchrun, ship
 from clustercheck.runner.options import opt
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.fanout import Cluster
@@ -209,7 +205,7 @@ def model_shape(cluster: Cluster, node: Node, model: str) -> "tuple[Optional[Sha
 def plan_row(options: SmokeOptions) -> str:
     """The memory plan's row for this run ("" where the plan has none: no claim is made).
 
-    The plan counts 16-bit training (clustercheck/memory.py): an fp32 run has no row. LoRA's row is
+    The plan counts 16-bit training (clustercheck/planner/memory.py): an fp32 run has no row. LoRA's row is
     the frozen base on every GPU, as under DDP; ZeRO-3 offload's, the parameters offloaded too."""
     if options.deepspeed:
         from clustercheck.onnode.dsconfig import precision, read

@@ -239,7 +239,7 @@ def job_shape(facts: SmokeFacts) -> List[Finding]:
 
 
 def memory_plan(facts: SmokeFacts) -> List[Finding]:
-    """--model on GPUs: does this run's mode fit the smallest GPU (clustercheck/memory.py)? Nothing on CPUs."""
+    """--model on GPUs: does this run's mode fit the smallest GPU (clustercheck/planner/memory.py)? Nothing on CPUs."""
     on_gpus = any(gpus(p.facts) for p in facts.probed if p.facts)
     if facts.shape_problem and on_gpus:
         return [Finding("smoke.plan", Status.UNKNOWN, f"could not plan the run's memory: {facts.shape_problem}", [],
