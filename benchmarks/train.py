@@ -85,7 +85,8 @@ def torchrun_s(work: str, mode: str, steps: int, *args: str) -> float:
 
 def verdict_s(mode: str, steps: int = 30) -> "tuple[float, float, float]":
     """(bare torchrun, the run with the reference and the checkpoint, the resume): smoke's own arguments."""
-    from clustercheck.stages.smoke.gather import SmokeOptions, trainer_args
+    from clustercheck.stages.smoke.gather import trainer_args
+    from clustercheck.stages.smoke.options import SmokeOptions
     options = SmokeOptions(mode=mode, steps=steps)
     with tempfile.TemporaryDirectory() as work:
         bare = torchrun_s(work, mode, steps)

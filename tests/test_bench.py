@@ -7,9 +7,9 @@ import pytest
 
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
-from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.ranks.runs import LaunchResult, NodeRun
 from clustercheck.stages.bench.expected import Expected
-from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
 from clustercheck.stages.bench.table import (
     COLLECTIVES,

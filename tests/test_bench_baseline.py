@@ -15,10 +15,10 @@ from clustercheck.core.result import Status
 from clustercheck.core.thresholds import parse_config
 from clustercheck.node.facts import Probed
 from clustercheck.preflight.diff import diff_reports, load_report
-from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.ranks.runs import LaunchResult, NodeRun
 from clustercheck.stages.bench.baseline import read_baseline
 from clustercheck.stages.bench.expected import gbits, published
-from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.rules import Expectations, judge_bench
 from clustercheck.stages.bench.table import parse_avg_busbw, parse_table
 

@@ -102,7 +102,8 @@ def config_dict(name):
 
 
 def test_smoke_lets_the_config_set_the_mode_and_plans_only_what_the_plan_counts(tmp_path):
-    from clustercheck.stages.smoke.gather import SmokeOptions, plan_row, trainer_args
+    from clustercheck.stages.smoke.gather import plan_row, trainer_args
+    from clustercheck.stages.smoke.options import SmokeOptions
     z0 = os.path.join(CONFIGS, "ds_z0_config.json")
     assert "--mode" not in trainer_args(SmokeOptions(mode="zero0", deepspeed=z0), "ckpt")
     optimizer_only = tmp_path / "z3.json"

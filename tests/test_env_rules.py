@@ -14,7 +14,7 @@ from clustercheck.core.thresholds import Config, EnvThresholds, parse_config
 from clustercheck.node.facts import Probed
 from clustercheck.node.gather import interpret
 from clustercheck.onnode import fabric, gpuprobe, kernlog
-from clustercheck.stages.env import evaluate
+from clustercheck.stages.env.judges import evaluate
 from clustercheck.stages.env.render import render_markdown, render_terminal, to_json
 from clustercheck.transport.base import NodeResult, Outcome
 
@@ -333,7 +333,7 @@ def test_a_directory_missing_on_a_node_is_not_called_unshared():
 
 
 def test_packages_a_fine_tune_needs_are_required_on_every_node():
-    from clustercheck.stages.env import required_packages
+    from clustercheck.stages.env.judges import required_packages
 
     def installed(i, doc):
         if i != 2:   # node03 has neither

@@ -10,7 +10,8 @@ import pytest
 
 from clustercheck.core.inventory import Node
 from clustercheck.runner.options import ClusterOptions
-from clustercheck.stages.net.gather import NetOptions, gather_net
+from clustercheck.stages.net.gather import gather_net
+from clustercheck.stages.net.options import NetOptions
 from clustercheck.transport.base import Outcome, TransportError
 from clustercheck.transport.fanout import Cluster, parallel_map
 from clustercheck.transport.local import LocalTransport

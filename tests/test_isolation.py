@@ -10,8 +10,9 @@ from benchmarks.simulate import Model, run_adaptive, run_full, scenario
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
 from clustercheck.onnode.rounds import Isolation, replay, round_limit, round_robin
-from clustercheck.ranks.torchrun import LaunchResult, NodeRun
-from clustercheck.stages.bench.gather import BenchFacts, pair_mode, progress_text
+from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.stages.bench.facts import BenchFacts
+from clustercheck.stages.bench.gather import pair_mode, progress_text
 from clustercheck.stages.bench.rules import pairwise_verdict
 
 

@@ -13,7 +13,7 @@ from clustercheck.core.result import Status
 from clustercheck.node.gather import parse_document as parse_line
 from clustercheck.onnode import inline_command, net_probe
 from clustercheck.onnode.rounds import round_robin
-from clustercheck.stages.net.gather import NetFacts
+from clustercheck.stages.net.facts import NetFacts
 from clustercheck.stages.net.rules import judge_net, links, mesh
 from clustercheck.transport.local import LocalTransport
 

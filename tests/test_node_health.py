@@ -12,7 +12,7 @@ import pytest
 from clustercheck.core.result import Status, verdict_line
 from clustercheck.core.thresholds import Config
 from clustercheck.onnode import fabric, gpuprobe, kernlog
-from clustercheck.stages.env import evaluate
+from clustercheck.stages.env.judges import evaluate
 from clustercheck.stages.env.topology import parse_nvlink_s, parse_topo_m
 from tests.test_env_rules import DATA, bad, cluster, gpu_section
 

@@ -6,8 +6,9 @@ import json
 import pytest
 
 from clustercheck.core.result import Status
+from clustercheck.planner.fit import judge_plan, sharding_violations
 from clustercheck.planner.memory import Shape, Workload, assumed_shape, by_mode, llama_params, needs, read_config
-from clustercheck.planner.plan import judge_plan, parse_count, sharding_violations
+from clustercheck.planner.plan import parse_count
 from tests.conftest import clustercheck
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -128,7 +129,7 @@ def test_llama_params_counts_tied_embeddings_once():
 
 
 def test_a_runs_mode_is_judged_against_the_smallest_gpu_the_nodes_report(tmp_path):
-    from clustercheck.planner.plan import mode_fit
+    from clustercheck.planner.fit import mode_fit
     from tests.test_env_rules import cluster, gpu_section
 
     def h100(i, doc):

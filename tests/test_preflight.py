@@ -52,7 +52,7 @@ def test_an_unknown_stage_is_bad_input():
 
 
 def test_preflight_hands_the_users_model_config_and_lora_to_smoke(tmp_path):
-    from clustercheck.preflight import PreflightOptions, preflight_stages
+    from clustercheck.preflight.options import PreflightOptions, preflight_stages
     config = tmp_path / "ds_z3.json"
     config.write_text('{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}')
     smoke = preflight_stages(PreflightOptions(model="/models/llama", deepspeed=str(config), lora=True))[-1]

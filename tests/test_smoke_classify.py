@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import classify, is_warning, torchrun_failures
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "smoke-logs")

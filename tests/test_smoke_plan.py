@@ -1,6 +1,6 @@
 """smoke's failure classifier on logs shaped like real torchrun failures."""
 
-from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import classify
 from tests.conftest import clustercheck
 

@@ -5,8 +5,9 @@ import os
 
 from clustercheck.onnode.stacks_probe import catches, faulthandler_frames, py_spy_frames, short
 from clustercheck.ranks.forensics import evidence_lines, hang_report, judge_stacks
-from clustercheck.ranks.stacks import ProcessStack, fold_stacks, ranges, read_stacks, render_stacks
-from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.ranks.runs import NodeRun
+from clustercheck.ranks.stack_gather import read_stacks
+from clustercheck.ranks.stacks import ProcessStack, fold_stacks, ranges, render_stacks
 from clustercheck.stages.smoke.classify import classify
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "stacks")

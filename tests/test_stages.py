@@ -12,14 +12,15 @@ from clustercheck.cli import cli
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.gather import ProbeOptions
-from clustercheck.preflight import PreflightOptions, preflight_stages
-from clustercheck.ranks.torchrun import LaunchResult, NodeRun
+from clustercheck.preflight.options import PreflightOptions, preflight_stages
+from clustercheck.ranks.runs import LaunchResult, NodeRun
 from clustercheck.runner.options import ClusterOptions, from_params, to_args
 from clustercheck.runner.stage import Stage, StageResult, run_stages
-from clustercheck.stages.bench import BenchStage
-from clustercheck.stages.bench.gather import BenchFacts, BenchOptions
-from clustercheck.stages.smoke import SmokeStage
-from clustercheck.stages.smoke.gather import SmokeOptions
+from clustercheck.stages.bench.facts import BenchFacts
+from clustercheck.stages.bench.options import BenchOptions
+from clustercheck.stages.bench.stage import BenchStage
+from clustercheck.stages.smoke.options import SmokeOptions
+from clustercheck.stages.smoke.stage import SmokeStage
 from clustercheck.transport.fanout import FanoutOptions
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "clustercheck")
@@ -181,8 +182,8 @@ def test_the_runner_names_no_stage():
 def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
     """net's listeners report host / net / env only: after `preflight --skip env` bench and smoke must
     still see each node's packages and GPUs, or every node would look as if it lacked torch."""
-    from clustercheck.node import NodeLayer
     from clustercheck.node.facts import Probed
+    from clustercheck.node.layer import NodeLayer
     from clustercheck.transport.base import NodeResult, Outcome
     from clustercheck.transport.fanout import Cluster
 

@@ -2,8 +2,8 @@ import click
 
 from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
 from clustercheck.runner.output import run_one
-from clustercheck.stages.bench import BenchStage
-from clustercheck.stages.bench.gather import BenchOptions
+from clustercheck.stages.bench.options import BenchOptions
+from clustercheck.stages.bench.stage import BenchStage
 
 
 @click.command()

@@ -2,7 +2,8 @@ import click
 
 from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
 from clustercheck.runner.output import run_one
-from clustercheck.stages.env import EnvOptions, EnvStage
+from clustercheck.stages.env.options import EnvOptions
+from clustercheck.stages.env.stage import EnvStage
 
 
 @click.command()

@@ -8,9 +8,10 @@ from clustercheck.core.errors import InputError
 from clustercheck.core.result import Status
 from clustercheck.runner.options import ClusterOptions, click_options, cluster_options, from_params
 from clustercheck.runner.output import check
-from clustercheck.stages.env import EnvOptions, EnvStage
-from clustercheck.stages.net import NetStage
-from clustercheck.stages.net.gather import NetOptions
+from clustercheck.stages.env.options import EnvOptions
+from clustercheck.stages.env.stage import EnvStage
+from clustercheck.stages.net.options import NetOptions
+from clustercheck.stages.net.stage import NetStage
 from clustercheck.tools import launch_recipes as recipe
 
 

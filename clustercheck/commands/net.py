@@ -2,8 +2,8 @@ import click
 
 from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
 from clustercheck.runner.output import run_one
-from clustercheck.stages.net import NetStage
-from clustercheck.stages.net.gather import NetOptions
+from clustercheck.stages.net.options import NetOptions
+from clustercheck.stages.net.stage import NetStage
 
 
 @click.command()

@@ -2,7 +2,7 @@ import sys
 
 import click
 
-from clustercheck.node import probe_nodes
+from clustercheck.node.layer import probe_nodes
 from clustercheck.planner.plan import PlanOptions, plan_text
 from clustercheck.runner.options import ClusterOptions, click_options, cluster_options, from_params
 

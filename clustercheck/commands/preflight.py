@@ -1,6 +1,7 @@
 import click
 
-from clustercheck.preflight import PreflightOptions, PreflightView, load_baseline, preflight_stages
+from clustercheck.preflight.options import PreflightOptions, preflight_stages
+from clustercheck.preflight.view import PreflightView, load_baseline
 from clustercheck.runner.options import ClusterOptions, OutputOptions, click_options, cluster_options, from_params
 from clustercheck.runner.output import check, finish
 

@@ -2,8 +2,8 @@ import click
 
 from clustercheck.runner.options import click_options, cluster_options, from_params, output_options
 from clustercheck.runner.output import run_one
-from clustercheck.stages.smoke import SmokeStage
-from clustercheck.stages.smoke.gather import SmokeOptions
+from clustercheck.stages.smoke.options import SmokeOptions
+from clustercheck.stages.smoke.stage import SmokeStage
 
 
 @click.command()

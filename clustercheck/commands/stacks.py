@@ -3,14 +3,8 @@ import sys
 
 import click
 
-from clustercheck.ranks.stacks import (
-    FRAMES_SHOWN,
-    dump_matching,
-    fold_stacks,
-    render_stacks,
-    stacks_exit_code,
-    stacks_json,
-)
+from clustercheck.ranks.stack_gather import dump_matching
+from clustercheck.ranks.stacks import FRAMES_SHOWN, fold_stacks, render_stacks, stacks_exit_code, stacks_json
 from clustercheck.runner.options import ClusterOptions, cluster_options, from_params
 from clustercheck.transport.fanout import Cluster
 

@@ -17,13 +17,13 @@ import shlex
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.ranks.forensics import Forensics, judge_stacks
-from clustercheck.ranks.stacks import gather_stacks, probe_command
+from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
+from clustercheck.ranks.stack_gather import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
 from clustercheck.transport.fanout import Cluster
 
@@ -33,65 +33,12 @@ PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no sta
 FORENSICS_TIMEOUT_S = 25.0
 FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
-DEFAULT_RDZV_PORT = 29400     # torchrun's c10d rendezvous (--rdzv-endpoint): net tests it, bench and smoke use it
 _SWEEP = ("import os,sys\n"
           "tag=sys.argv[1].encode()\n"
           "for p in os.listdir('/proc'):\n"
           " try:\n"
           "  if p.isdigit() and tag in open('/proc/%s/environ'%p,'rb').read().split(b'\\0'): os.kill(int(p),9)\n"
           " except OSError: pass")
-
-
-@dataclass
-class NodeRun:
-    """One node's torchrun: its events, how it ended, and what it said on stderr."""
-
-    node: str
-    events: List[Dict] = field(default_factory=list)
-    exit_code: Optional[int] = None     # None: still running at the deadline (killed then)
-    lost: bool = False                  # the connection to the node dropped
-    error: str = ""                     # could not start, or the telling line of stderr
-    stderr: str = ""                    # all of it that was kept (its head and its last megabytes)
-    stderr_tail: List[str] = field(default_factory=list)
-    ended_s: Optional[float] = None     # seconds after launch
-    cut_short: bool = False             # stopped by the tool because another node had failed
-
-
-@dataclass
-class LaunchResult:
-    """One torchrun launch across the nodes: every node's run, and the launch's settings."""
-
-    name: str
-    runs: Dict[str, NodeRun]
-    wall_s: float
-    config: Dict
-
-    stalled_s: Optional[float] = None    # stopped after this long without progress (None: it did not stall)
-    forensics: Optional[Forensics] = None  # who was stuck where, from the stacks taken before it was stopped
-
-    def events(self, kind: str) -> List[Dict]:
-        return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
-
-    @property
-    def start(self) -> Optional[Dict]:
-        found = self.events("start")
-        return found[0] if found else None
-
-
-@dataclass
-class Launch:
-    """What to start: the script's path on each node, its arguments, ranks per node, environment."""
-
-    name: str
-    script_paths: Dict[str, str]
-    args: Sequence[str]
-    nproc: Dict[str, int]
-    rdzv_port: int
-    timeout_s: float
-    env: Dict[str, str] = field(default_factory=dict)
-    config: Dict = field(default_factory=dict)   # recorded with the stage
-    stall_s: Optional[float] = None              # no progress for this long (once there was some): a hang
-    stall_cap_s: Optional[float] = None          # the adaptive window never grows past this (bench: its op timeout)
 
 
 def forwarded_env() -> Dict[str, str]:
@@ -233,26 +180,9 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
                         forensics)
 
 
-LAUNCHERS = {"srun": "torchrun on every node through Slurm job steps (srun --overlap)",
-             "ssh": "torchrun on every node over SSH", "local": "torchrun on this machine"}
-
-
 def launcher_of(cluster: Cluster, nodes: Sequence[Node]) -> str:
     """How torchrun reached the nodes: srun, ssh or local (several: joined with +)."""
     return "+".join(sorted({cluster.transports[n.name].kind for n in nodes}))
-
-
-def launched_by(stages: Sequence[LaunchResult]) -> str:
-    """", torchrun on every node through Slurm job steps (srun --overlap)" for a header line ("" if none ran)."""
-    kinds = [s.config.get("launcher") for s in stages if s is not None and s.config.get("launcher")]
-    return f", {LAUNCHERS.get(kinds[0], kinds[0])}" if kinds else ""
-
-
-def stalled_text(event: Dict) -> str:
-    """The progress line of a run about to be stopped: what happens in the seconds before it is."""
-    why = (f"no progress for {event['quiet_s']:.0f} s" if event.get("quiet_s") is not None
-           else "still running at the deadline")
-    return f"{why}: taking every rank's stack on {len(event.get('nodes') or [])} node(s) before stopping the run"
 
 
 def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_id: str, ranks: int) -> Forensics:
@@ -265,18 +195,6 @@ def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_
     except Exception as exc:   # the verdict stands without the stacks; never a traceback instead of it
         return Forensics(f"the ranks' stacks could not be taken ({type(exc).__name__}: {exc})")
     return judge_stacks(stacks, unreached, ranks)
-
-
-def telling_line(lines: List[str]) -> str:
-    """The line of stderr that says what went wrong (torchrun buries it in tracebacks)."""
-    keep = [line.strip() for line in lines if line.strip() and not line.startswith((" ", "Traceback", "[W", "W1",
-                                                                                       "warnings.warn"))]
-    keep = [line for line in keep if "FutureWarning" not in line and "UserWarning" not in line]
-    for marker in ("Error", "error", "Exception", "failed", "Failed", "Timeout", "timed out", "Killed"):
-        hits = [line for line in keep if marker in line]
-        if hits:
-            return hits[-1][:400]
-    return keep[-1][:400] if keep else ""
 
 
 def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],

@@ -17,6 +17,7 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
+from clustercheck.ranks.runs import DEFAULT_RDZV_PORT
 from clustercheck.transport.fanout import DEFAULT_FANOUT, FanoutOptions
 from clustercheck.transport.srun import allocation
 from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings
@@ -41,6 +42,27 @@ def _flagged(cls) -> List:
 
 def _default(f) -> Any:
     return f.default if f.default is not MISSING else f.default_factory()
+
+
+def borrow(cls: Type, name: str, *decls: str, **changes) -> Any:
+    """Field `name` of cls again, under other flags where given (preflight's --smoke-mode is smoke's
+    --mode): the same type, default and help, declared once. changes: a new default or click settings."""
+    f = {f.name: f for f in fields(cls)}[name]
+    settings = dict(f.metadata["click"])
+    default = changes.pop("default", _default(f))
+    settings.update(changes)
+    return field(default=default, metadata={**f.metadata, "decls": decls or f.metadata["decls"], "click": settings})
+
+
+# ---- flags several commands share, declared here once ------------------------------------------
+def rdzv_port_option() -> Any:
+    return opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
+               help="torchrun's c10d rendezvous port: net tests it on every node, bench and smoke use it.")
+
+
+def deadline_option(default: float, what: str, minimum: float = 1.0) -> Any:
+    """--timeout: every command's own deadline, in seconds."""
+    return opt("--timeout", default=default, type=click.FloatRange(minimum), help=f"Deadline in seconds {what}.")
 
 
 def click_options(cls: Type, exclude: Tuple[str, ...] = ()) -> Callable:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status, worst
-from clustercheck.node import NodeLayer
+from clustercheck.node.layer import NodeLayer
 from clustercheck.runner.options import to_args
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 

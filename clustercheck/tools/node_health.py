@@ -20,7 +20,8 @@ from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
 from clustercheck.node.judges import unreachable
 from clustercheck.onnode.nodelib import read
-from clustercheck.stages.env import env_facts, fabric_rules, gpu_rules, rules
+from clustercheck.stages.env import fabric_rules, gpu_rules, rules
+from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 

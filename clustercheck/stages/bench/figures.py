@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.onnode.rounds import Isolation, exchange_gbps, replay
-from clustercheck.ranks.torchrun import LaunchResult
+from clustercheck.ranks.runs import LaunchResult
 from clustercheck.stages.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import List
 
-from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.facts import BenchFacts
 
 
 def save_plots(facts: BenchFacts, stem: str) -> List[str]:

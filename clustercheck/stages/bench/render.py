@@ -10,8 +10,8 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, sort_findings, worst
 from clustercheck.display.findings import findings_lines, findings_markdown, report_header
 from clustercheck.onnode.rounds import SLOW
-from clustercheck.ranks.torchrun import launched_by
-from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.ranks.runs import launched_by
+from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.table import format_table, peak
 
 

@@ -15,9 +15,9 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
-from clustercheck.ranks.torchrun import LaunchResult
+from clustercheck.ranks.runs import LaunchResult
 from clustercheck.stages.bench.baseline import Baseline, by_size, compare
-from clustercheck.stages.bench.gather import BenchFacts
+from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.table import PLACEMENTS, peak
 
 SLOW_PAIR_RATIO = SLOW  # a node whose pairs' median is below this fraction of the other pairs' is slow

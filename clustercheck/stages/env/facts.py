@@ -7,9 +7,11 @@ comparison rather than guessed.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.node.facts import NOT_INSTALLED, Probed, get, gib, gpu_count, gpus, package
+from clustercheck.node.slurm import SlurmView
 
 
 # ---- comparable facts ----------------------------------------------------------------
@@ -187,3 +189,15 @@ def comparable(probed: Probed) -> Dict[str, str]:
     for key, value in (get(doc, "env", default={}) or {}).items():
         values[f"${key}"] = value
     return values
+
+
+@dataclass
+class EnvFacts:
+    probed: List[Probed]
+    values: Dict[str, Dict[str, str]]   # node -> comparable facts
+    shared: Dict[str, Dict[str, str]] = field(default_factory=dict)   # directory -> node -> what it saw
+    slurm: Optional[SlurmView] = None   # what Slurm says of the nodes (run inside an allocation)
+
+
+def env_facts(probed: Sequence[Probed]) -> EnvFacts:
+    return EnvFacts(list(probed), {p.name: comparable(p) for p in probed if p.facts is not None})

@@ -1,11 +1,19 @@
-"""Every judge of `clustercheck env`, in the order their findings are listed."""
+"""Every judge of `clustercheck env`, in the order their findings are listed, and `evaluate`: probe documents
+(recorded or fresh) judged as a run of env does, with no I/O."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Sequence
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence
 
-from clustercheck.core.result import Finding
+from clustercheck.core.inventory import fold
+from clustercheck.core.result import Finding, Status, worst
+from clustercheck.core.thresholds import Config
+from clustercheck.node.facts import Probed
+from clustercheck.node.judges import judge_nodes
+from clustercheck.node.readiness import missing_packages
 from clustercheck.stages.env import fabric_rules, gpu_rules, topology
+from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import RULES, EnvContext
 
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
@@ -17,4 +25,40 @@ def judge(ctx: EnvContext) -> List[Finding]:
     findings: List[Finding] = []
     for rule in JUDGES:
         findings += rule(ctx)
+    return findings
+
+
+@dataclass
+class EnvResult:
+    probed: List[Probed]
+    values: Dict[str, Dict[str, str]]
+    findings: List[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        return worst(self.findings).exit_code
+
+
+def evaluate(probed: Sequence[Probed], config: Config) -> EnvResult:
+    """Judge probe documents (recorded or fresh) as a run of `env` does: pure, no I/O."""
+    facts = env_facts(probed)
+    findings = judge_nodes(facts.probed) + judge(EnvContext(facts.probed, facts.values, config.env))
+    return EnvResult(facts.probed, facts.values, findings)
+
+
+def required_packages(probed: Sequence[Probed], required: Sequence[str]) -> List[Finding]:
+    """One finding per missing package set, its nodes folded; an OK line names what every node has."""
+    if not required:
+        return []
+    by_missing: Dict[tuple, List[str]] = {}
+    for node, names in missing_packages(probed, required).items():
+        by_missing.setdefault(tuple(names), []).append(node)
+    findings = [Finding("env.required", Status.FAIL, f"{' and '.join(names)} not installed on {fold(nodes)}", [],
+                        "install with each node's interpreter (`<python> -m pip install "
+                        f"{' '.join(required)}`), the same version everywhere", nodes)
+                for names, nodes in by_missing.items()]
+    reached = [p.name for p in probed if p.facts is not None]
+    if not findings and reached:
+        findings.append(Finding("env.required", Status.OK, f"{', '.join(required)} installed on all {len(reached)} "
+                                                           f"reached nodes"))
     return findings

@@ -18,100 +18,20 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
-
-import click
+from typing import Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.node.gather import parse_document, peers_of, read_document
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.rounds import round_robin
-from clustercheck.ranks.torchrun import DEFAULT_RDZV_PORT
-from clustercheck.runner.options import opt
-from clustercheck.stages.net.sampling import DEFAULT_PEERS, MeshPlan, plan_mesh
+from clustercheck.stages.net.facts import NetFacts
+from clustercheck.stages.net.options import NetOptions
+from clustercheck.stages.net.sampling import plan_mesh
 from clustercheck.transport.base import NodeResult, Outcome, Running, Transport
 from clustercheck.transport.fanout import Cluster
 
 PROGRAM = "net_probe"
-DEFAULT_MASTER_PORT = 29500   # MASTER_PORT: torch.distributed's env:// and DeepSpeed's launcher
-
-
-FAILED_STATES = ("refused", "filtered", "unreachable", "unresolved")
-
-
-@dataclass
-class NetOptions:
-    master_port: int = opt("--master-port", default=DEFAULT_MASTER_PORT, type=click.IntRange(1, 65535),
-                           help="MASTER_PORT, tested on every node (any may be MASTER_ADDR).")
-    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port (bench and smoke use it), tested on every node.")
-    samples: int = opt("--samples", default=2, type=click.IntRange(0, 16),
-                       help="Ports sampled from each node's ephemeral range (where NCCL and Gloo listen).")
-    attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60),
-                                   help="Seconds before an unanswered connection counts as filtered.")
-    links: bool = opt("--links", is_flag=True, default=False,
-                      help="Also measure round trip and throughput of every pair (in rounds).")
-    stream_s: float = opt("--stream-s", default=0.5, type=click.FloatRange(0.05, 30),
-                          help="Seconds of the throughput stream per pair (with --links).")
-    node_ssh: bool = opt("--node-ssh", is_flag=True, default=False,
-                         help="Also check that the first node logs in to the others with SSH (what pdsh needs).")
-    mesh: str = opt("--mesh", default="auto", type=click.Choice(["auto", "full", "sampled"]),
-                    help="Which pairs connect: full (every ordered pair), sampled (each node to and from --mesh-peers "
-                         "random peers, every node to the master), auto (full up to 128 nodes).")
-    mesh_peers: int = opt("--mesh-peers", default=DEFAULT_PEERS, type=click.IntRange(2, 64),
-                          help="Peers per node in a sampled mesh (each is tested inbound and outbound by this many).")
-    start_timeout_s: float = 30.0    # for a listener to report ready, counted once all were started
-
-    @property
-    def launch_ports(self) -> List[int]:
-        return sorted({self.master_port, self.rdzv_port}, key=[self.master_port, self.rdzv_port].index)
-
-
-@dataclass
-class NetFacts:
-    """What the probes reported, by node name."""
-
-    nodes: List[Node]
-    launch_ports: List[int] = field(default_factory=lambda: [DEFAULT_MASTER_PORT, DEFAULT_RDZV_PORT])
-    listeners: Dict[str, Dict] = field(default_factory=dict)    # node -> the listener's ready document
-    problems: Dict[str, str] = field(default_factory=dict)      # node -> why it has no listener / results
-    outcomes: Dict[str, NodeResult] = field(default_factory=dict)
-    mesh: Dict[str, Dict] = field(default_factory=dict)         # from node -> connect document
-    links: List[Dict] = field(default_factory=list)             # {"from", "to", "rtt_ms", "mbit_s"} or "error"
-    node_ssh: Optional[Dict] = None                             # {"from": node, "results": [...]}
-    probed: List[Probed] = field(default_factory=list)          # the node layer's documents, for names/interfaces
-    plan: Optional[MeshPlan] = None
-    retried: int = 0                                            # attempts that failed once and were tried again
-    recovered: int = 0                                          # ... and then succeeded
-
-    @property
-    def master(self) -> str:
-        return self.nodes[0].name
-
-    def attempts(self) -> List[Tuple[str, str, int, str, Dict]]:
-        """(from, to, port, state, raw) for every connection attempt made, in inventory order."""
-        rows = []
-        for source in [n.name for n in self.nodes if n.name in self.mesh]:
-            for entry in self.mesh[source].get("results", []):
-                rows.append((source, entry["to"], entry["port"], entry.get("state", "?"), entry))
-        return rows
-
-    def failed_attempts(self) -> List[Tuple[str, str, int, str, Dict]]:
-        return [r for r in self.attempts() if r[3] in FAILED_STATES or r[3].startswith("error")]
-
-    def launch(self, node: str) -> List[Dict]:
-        """The node's launch ports as its listener bound them: {"port", "bound", "error", "holder"}."""
-        return (self.listeners.get(node) or {}).get("launch") or []
-
-    def master_bound(self) -> bool:
-        return self.master not in self.listeners or all(entry.get("bound") for entry in self.launch(self.master))
-
-    def blocking_failures(self) -> List[Tuple[str, str, int, str, Dict]]:
-        """Failed attempts a launch with this master would meet: all but those to another node's
-        launch ports (they only say that node cannot be the master)."""
-        return [r for r in self.failed_attempts() if r[1] == self.master or r[2] not in self.launch_ports]
 
 
 def listener_documents(facts: NetFacts) -> List[Probed]:

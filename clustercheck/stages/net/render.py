@@ -10,7 +10,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, sort_findings, worst
 from clustercheck.display.findings import cell, findings_lines, findings_markdown, report_header
 from clustercheck.node.facts import get
-from clustercheck.stages.net.gather import NetFacts
+from clustercheck.stages.net.facts import NetFacts
 
 MATRIX_MAX_NODES = 32
 SYMBOL = {"open": ".", "filtered": "F", "refused": "R", "unreachable": "U", "unresolved": "N"}

@@ -16,7 +16,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, is_loopback
 from clustercheck.node.judges import nodes_finding
-from clustercheck.stages.net.gather import NetFacts
+from clustercheck.stages.net.facts import NetFacts
 
 
 def _port_range(facts: NetFacts, node: str) -> str:

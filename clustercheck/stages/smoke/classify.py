@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.ranks.forensics import REMEDY_HANG, Forensics, hang_report
-from clustercheck.ranks.torchrun import NodeRun
+from clustercheck.ranks.runs import NodeRun
 
 REMEDY_NET = "run clustercheck net and bench: a blocked port, a wrong interface (NCCL_SOCKET_IFNAME) or a dead peer"
 # (kind, pattern of an error line, summary, remedy): the most telling first.

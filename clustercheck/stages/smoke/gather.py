@@ -11,10 +11,7 @@ import os
 import shlex
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
-
-import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Node
@@ -28,81 +25,16 @@ from clustercheck.node.readiness import (
 )
 from clustercheck.onnode import TRAINER_ENTRY, trainer_files
 from clustercheck.planner.memory import Shape, Workload, parse_config
-from clustercheck.ranks.torchrun import DEFAULT_RDZV_PORT, Launch, LaunchResult, run_torchrun, ship
-from clustercheck.runner.options import opt
+from clustercheck.ranks.runs import Launch
+from clustercheck.ranks.torchrun import run_torchrun, ship
+from clustercheck.stages.smoke.facts import SmokeFacts
+from clustercheck.stages.smoke.options import SmokeOptions
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.fanout import Cluster
 
 REFERENCE_PRESETS = ("tiny", "small")   # small enough for one process to recompute the first steps
 REFERENCE_STEPS = 10
 USER_DS_CONFIG = "ds_user.json"         # --deepspeed FILE, as shipped into each run directory
-RESUMED_STEPS = 5                       # steps run again after the checkpoint, in fresh processes
-
-
-MODES = ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp")
-
-
-@dataclass
-class SmokeOptions:
-    mode: str = opt("--mode", default="ddp", type=click.Choice(MODES))
-    preset: str = opt("--preset", default="tiny", type=click.Choice(["tiny", "small", "125m", "1b"]))
-    steps: int = opt("--steps", default=30, type=click.IntRange(2))
-    micro_batch: int = opt("--micro-batch", default=8, type=click.IntRange(1))
-    precision: str = opt("--precision", default="fp32", type=click.Choice(["fp32", "bf16", "fp16"]),
-                         help="bf16 / fp16 need GPUs.")
-    data: Optional[str] = opt("--data", help="A .txt or .jsonl file to train on, at this path on every node "
-                                             "(default: generated).")
-    nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
-                                        help="Ranks per node. Default: slots=, else the GPU count, else 1.")
-    rdzv_port: int = opt("--rdzv-port", default=DEFAULT_RDZV_PORT, type=click.IntRange(1, 65535),
-                         help="torchrun's c10d rendezvous port on the first node (net tests it on every node).")
-    timeout_s: float = opt("--timeout", default=600.0, type=click.FloatRange(10),
-                           help="Deadline in seconds for the whole run (the first DeepSpeed run compiles for "
-                                "~100 s).")
-    stall_s: float = opt("--stall-window", default=120.0, type=click.FloatRange(5),
-                         help="Once training steps come, this long without one (or 3x the longest gap seen) is a "
-                              "hang: every rank's stack is taken and the odd ranks named before the run is stopped.")
-    checkpoint_dir: Optional[str] = opt("--checkpoint-dir",
-                                        help="Where the nodes save the checkpoint (an absolute path on the nodes, "
-                                             "e.g. your shared filesystem). Default: each node's run directory.")
-    model: Optional[str] = opt("--model", help="Fine-tune your Hugging Face model directory: an absolute path, the "
-                                               "same on every node (uploaded by hand; loaded offline). Needs "
-                                               "transformers on the nodes.")
-    seq_len: int = opt("--seq-len", default=128, type=click.IntRange(8), help="Tokens per sequence with --model.")
-    deepspeed: Optional[str] = opt("--deepspeed", type=click.Path(dir_okay=False),
-                                   help="Your DeepSpeed config (a file here, shipped to the nodes): \"auto\" values "
-                                        "resolved as Hugging Face does; its ZeRO stage sets the mode.")
-    lora: bool = opt("--lora", is_flag=True, default=False, help="Train a LoRA adapter on --model (needs peft).")
-    lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1))
-
-    @property
-    def save_at(self) -> int:
-        """The step the checkpoint is taken at; the resumed run repeats the steps after it."""
-        return max(1, self.steps - RESUMED_STEPS)
-
-
-@dataclass
-class SmokeFacts:
-    nodes: List[Node]
-    probed: List[Probed]
-    nproc: Dict[str, int] = field(default_factory=dict)
-    stage: Optional[LaunchResult] = None      # the training run
-    resume: Optional[LaunchResult] = None     # the same run resumed from its checkpoint, in fresh processes
-    problems: Dict[str, str] = field(default_factory=dict)
-    lacking: Dict[str, List[str]] = field(default_factory=dict)   # node -> packages --model / --lora need
-    save_dir: str = ""
-    shape: Optional[Shape] = None             # --model: its config.json, read on the first node
-    shape_problem: str = ""
-    plan_mode: str = ""                       # the memory plan's row for this run
-    workload: Optional[Workload] = None
-
-    @property
-    def summary(self) -> Optional[Dict]:
-        return next(iter(self.stage.events("summary")), None) if self.stage else None
-
-    @property
-    def resumed_summary(self) -> Optional[Dict]:
-        return next(iter(self.resume.events("summary")), None) if self.resume else None
 
 
 def trainer_args(options: SmokeOptions, save_dir: str, resume: bool = False) -> List[str]:

@@ -9,8 +9,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, sort_findings, worst
 from clustercheck.display.findings import findings_lines, findings_markdown, report_header
-from clustercheck.ranks.torchrun import launched_by, stalled_text
-from clustercheck.stages.smoke.gather import SmokeFacts
+from clustercheck.ranks.runs import launched_by, stalled_text
+from clustercheck.stages.smoke.facts import SmokeFacts
 
 
 def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:

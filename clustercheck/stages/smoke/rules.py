@@ -15,11 +15,11 @@ from typing import Dict, List
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, gpus
-from clustercheck.planner.plan import mode_fit
+from clustercheck.planner.fit import mode_fit
+from clustercheck.ranks.runs import LaunchResult
 from clustercheck.ranks.stacks import ranges
-from clustercheck.ranks.torchrun import LaunchResult
 from clustercheck.stages.smoke.classify import classify
-from clustercheck.stages.smoke.gather import SmokeFacts
+from clustercheck.stages.smoke.facts import SmokeFacts
 
 MIN_LOSS_DROP = 0.2     # the last loss must be at most 80% of the first
 LORA_MIN_LOSS_DROP = 0.02   # an adapter on a frozen base moves the loss slowly: it must fall, by 2% at least

@@ -1,0 +1,78 @@
+"""The options of `clustercheck preflight`: its own flags, and the stages' flags it passes on, borrowed from
+the stages' options (declared there once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import click
+
+from clustercheck.core.errors import InputError
+from clustercheck.preflight.sequence import STAGE_NAMES, short_sweep
+from clustercheck.runner.options import borrow, deadline_option, opt
+from clustercheck.runner.stage import Stage
+from clustercheck.stages.bench.options import BenchOptions
+from clustercheck.stages.bench.stage import BenchStage
+from clustercheck.stages.env.options import EnvOptions
+from clustercheck.stages.env.stage import EnvStage
+from clustercheck.stages.net.options import NetOptions
+from clustercheck.stages.net.stage import NetStage
+from clustercheck.stages.smoke.options import SmokeOptions
+from clustercheck.stages.smoke.stage import SmokeStage
+
+
+def parse_stages(ctx, param, value):
+    if value is None:
+        return value
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    unknown = [n for n in names if n not in STAGE_NAMES]
+    if unknown:
+        raise InputError(f"--{param.name}: unknown stage (stages: {', '.join(STAGE_NAMES)})", "command line",
+                         value=unknown[0])
+    return names
+
+
+@dataclass
+class PreflightOptions:
+    """preflight's own flags, and the stages' flags it passes on, borrowed from the stages (declared there once)."""
+
+    only: Optional[Sequence[str]] = opt("--only", callback=parse_stages,
+                                        help=f"Run only these stages (comma-separated: {', '.join(STAGE_NAMES)}).")
+    skip: Optional[Sequence[str]] = opt("--skip", callback=parse_stages, help="Skip these stages.")
+    config_path: Optional[str] = borrow(EnvOptions, "config_path")
+    workdir: Optional[str] = borrow(EnvOptions, "workdir")
+    master_port: int = borrow(NetOptions, "master_port")
+    rdzv_port: int = borrow(NetOptions, "rdzv_port")
+    attempt_timeout_s: float = borrow(NetOptions, "attempt_timeout_s")
+    bench_max_bytes: int = borrow(BenchOptions, "max_bytes", "--bench-max-bytes", default=16 * 2 ** 20,
+                                  help="Largest all_reduce of the short sweep.")
+    pairwise: str = borrow(BenchOptions, "pairwise")
+    smoke_mode: str = borrow(SmokeOptions, "mode", "--smoke-mode")
+    smoke_steps: int = borrow(SmokeOptions, "steps", "--smoke-steps")
+    model: Optional[str] = borrow(SmokeOptions, "model")
+    deepspeed: Optional[str] = borrow(SmokeOptions, "deepspeed")
+    lora: bool = borrow(SmokeOptions, "lora")
+    timeout_s: float = deadline_option(600.0, "of the bench and smoke stages, each", minimum=10)
+    baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
+                                  help="An earlier preflight .json: show what changed.")
+    threshold: float = opt("--threshold", default=0.10, type=click.FloatRange(0, 1),
+                           help="Bandwidth change that counts, against --baseline.")
+    name: Optional[str] = opt("--name", help="The report's name: reports/<date>-<name>.md (default: the nodes "
+                                             "file's name).")
+
+    @property
+    def selected(self) -> List[str]:
+        return [s for s in (self.only or STAGE_NAMES) if s not in (self.skip or ())]
+
+
+def preflight_stages(options: PreflightOptions) -> List[Stage]:
+    required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
+    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required)),
+            NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
+                                attempt_timeout_s=options.attempt_timeout_s)),
+            BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,
+                                   options.config_path)),
+            SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s,
+                                    rdzv_port=options.rdzv_port, model=options.model, deepspeed=options.deepspeed,
+                                    lora=options.lora))]
