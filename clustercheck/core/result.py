@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARN
 
@@ -53,6 +53,15 @@ class Finding:
         data = asdict(self)
         data["status"] = self.status.name
         return data
+
+
+def run_judges(judges: Sequence[Callable[[Any], List[Finding]]], facts: Any) -> List[Finding]:
+    """Every judge of a list over the same facts, their findings in the list's order: how every stage
+    and the node layer keep their judges (a module-level JUDGES list)."""
+    findings: List[Finding] = []
+    for judge in judges:
+        findings += judge(facts)
+    return findings
 
 
 def worst(findings: Sequence[Finding]) -> Status:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from clustercheck.core.result import Finding, Status, sort_findings, verdict_line
+from clustercheck.core.result import Finding, Status, sort_findings, verdict_line, worst
 
 
 def findings_lines(findings: Sequence[Finding], verbose: bool = False) -> List[str]:
@@ -41,3 +41,10 @@ def findings_markdown(findings: Sequence[Finding]) -> List[str]:
 def report_header(kind: str, findings: Sequence[Finding], command: str, extra: Sequence[str] = ()) -> List[str]:
     return [f"# clustercheck {kind}: {verdict_line(findings)}", "",
             f"- when: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", f"- command: `{command}`", *extra, ""]
+
+
+def json_header(command: str, findings: Sequence[Finding]) -> Dict:
+    """The keys every command's JSON document starts with: schema, command, verdict, exit code, findings."""
+    status = worst(findings)
+    return {"schema": 1, "command": command, "verdict": status.name, "exit_code": status.exit_code,
+            "findings": [f.to_dict() for f in sort_findings(findings)]}

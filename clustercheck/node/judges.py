@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Sequence
 
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status
+from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.node.facts import Probed, get, interpreter, is_loopback
 from clustercheck.transport.base import REMEDIES, Outcome
 
@@ -141,13 +141,10 @@ def socket_ifname(probed: Sequence[Probed]) -> List[Finding]:
                          "NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME name existing interfaces")
 
 
-SHARED_RULES: Sequence[Callable[[Sequence[Probed]], List[Finding]]] = [
+JUDGES: Sequence[Callable[[Sequence[Probed]], List[Finding]]] = [
     unreachable, hostnames, training_mtu, socket_ifname,
 ]
 
 
 def judge_nodes(probed: Sequence[Probed]) -> List[Finding]:
-    findings: List[Finding] = []
-    for rule in SHARED_RULES:
-        findings += rule(probed)
-    return findings
+    return run_judges(JUDGES, probed)

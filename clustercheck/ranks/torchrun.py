@@ -79,14 +79,82 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifnam
             + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
 
 
-def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> LaunchResult:
-    """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
-    run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
-    runs = {n.name: NodeRun(n.name) for n in nodes}
+class StallClock:
+    """When the ranks last made progress, the longest gap seen, and whether the quiet now is a stall."""
+
+    def __init__(self, launch: Launch):
+        self.launch = launch
+        self.last: Optional[float] = None
+        self.paused = False
+        self.longest = 0.0
+
+    def moved(self, kind) -> None:
+        now = time.monotonic()
+        if kind in PROGRESS_EVENTS:
+            if self.last is not None and not self.paused:
+                self.longest = max(self.longest, now - self.last)
+            self.last, self.paused = now, False
+        elif kind in PAUSE_EVENTS:
+            self.paused = True
+        elif self.last is not None:
+            self.last = now
+
+    def stalled(self) -> Optional[float]:
+        """Seconds without progress once past the window (3x the longest gap seen, if longer), else None."""
+        launch = self.launch
+        if not launch.stall_s or self.last is None or self.paused:
+            return None
+        quiet = time.monotonic() - self.last
+        window = max(launch.stall_s, 3 * self.longest)
+        window = min(window, max(launch.stall_s, launch.stall_cap_s)) if launch.stall_cap_s else window
+        return quiet if quiet > window else None
+
+
+def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt: threading.Event,
+           clock: StallClock, progress: Optional[Callable[[str, Dict], None]]) -> None:
+    """One node's events as they come, until its torchrun ends, the deadline passes or the tool halts."""
+    while time.monotonic() < deadline and not halt.is_set():
+        line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
+        if line is not None:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                run.events.append(event)
+                clock.moved(event.get("event"))
+                if progress:
+                    progress(run.node, event)
+            continue
+        code = handle.wait(0.05)
+        if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
+            run.exit_code, run.ended_s = code, time.monotonic() - started
+            run.lost = code == -1 and handle.lost
+            return
+
+
+def watch(runs: Dict[str, NodeRun], threads: Sequence[threading.Thread], clock: StallClock,
+          started: float) -> Optional[float]:
+    """Until every node ended: None, or the seconds of quiet once the run stalled. Once a node has failed,
+    the others get FAILURE_GRACE_S to fail too (with their own error lines); ranks still waiting on the
+    dead one would otherwise hang until the deadline."""
+    while any(thread.is_alive() for thread in threads):
+        failed = [r.ended_s for r in runs.values() if r.exit_code not in (0, None) and r.ended_s is not None]
+        if failed and time.monotonic() - started > min(failed) + FAILURE_GRACE_S:
+            for run in runs.values():
+                run.cut_short = run.exit_code is None
+            return None
+        stalled_s = None if failed else clock.stalled()   # a failure is judged as one, never as a hang
+        if stalled_s is not None:
+            return stalled_s
+        time.sleep(0.2)
+    return None
+
+
+def start_all(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch, run_id: str,
+              runs: Dict[str, NodeRun]) -> Dict[str, Running]:
+    """torchrun started on every node; a node where it could not start is recorded as lost."""
     handles: Dict[str, Running] = {}
-    started = time.monotonic()
-    deadline = started + launch.timeout_s
     ifnames = {p.name: p.ifname for p in probed if p.facts}
     for node in nodes:
         command = torchrun_command(node, launch, len(nodes), nodes[0].name, ifnames.get(node.name), run_id)
@@ -95,70 +163,39 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         except TransportError as exc:
             run = runs[node.name]
             run.error, run.lost, run.exit_code, run.ended_s = exc.detail, True, -1, 0.0
+    return handles
 
-    clock = {"last": None, "paused": False, "longest": 0.0}   # progress: when, and the longest gap seen
 
-    def moved(kind) -> None:
-        now = time.monotonic()
-        if kind in PROGRESS_EVENTS:
-            if clock["last"] is not None and not clock["paused"]:
-                clock["longest"] = max(clock["longest"], now - clock["last"])
-            clock["last"], clock["paused"] = now, False
-        elif kind in PAUSE_EVENTS:
-            clock["paused"] = True
-        elif clock["last"] is not None:
-            clock["last"] = now
+def collect(runs: Dict[str, NodeRun], handles: Dict[str, Running]) -> None:
+    """Every node's stderr (its head and last megabytes), and the telling line of a run that failed."""
+    for node_name, handle in handles.items():
+        run = runs[node_name]
+        run.stderr = handle.stop()
+        tail = run.stderr.strip().splitlines()
+        run.stderr_tail = tail[-40:]
+        if run.exit_code != 0:
+            run.error = run.error or telling_line(tail)
 
-    def stalled() -> Optional[float]:
-        """Seconds without progress once past the window (3x the longest gap seen, if longer), else None."""
-        if not launch.stall_s or clock["last"] is None or clock["paused"]:
-            return None
-        quiet = time.monotonic() - clock["last"]
-        window = max(launch.stall_s, 3 * clock["longest"])
-        window = min(window, max(launch.stall_s, launch.stall_cap_s)) if launch.stall_cap_s else window
-        return quiet if quiet > window else None
 
+def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> LaunchResult:
+    """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
+    run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
+    runs = {n.name: NodeRun(n.name) for n in nodes}
+    started = time.monotonic()
+    handles = start_all(cluster, nodes, probed, launch, run_id, runs)
+    clock = StallClock(launch)
     halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
-
-    def follow(node: Node) -> None:
-        run, handle = runs[node.name], handles[node.name]
-        while time.monotonic() < deadline and not halt.is_set():
-            line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
-            if line is not None:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    run.events.append(event)
-                    moved(event.get("event"))
-                    if progress:
-                        progress(node.name, event)
-                continue
-            code = handle.wait(0.05)
-            if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
-                run.exit_code, run.ended_s = code, time.monotonic() - started
-                run.lost = code == -1 and handle.lost
-                return
-
-    threads = [threading.Thread(target=follow, args=(n,), daemon=True) for n in nodes if n.name in handles]
+    threads = [threading.Thread(target=follow, daemon=True, args=(
+        runs[n.name], handles[n.name], started + launch.timeout_s, started, halt, clock, progress))
+        for n in nodes if n.name in handles]
     for thread in threads:
         thread.start()
     stalled_s = forensics = None
     try:
-        # Once a node has failed, the others get FAILURE_GRACE_S to fail too (with their own error
-        # lines); ranks still waiting on the dead one would otherwise hang until the deadline.
-        while any(thread.is_alive() for thread in threads):
-            failed = [r.ended_s for r in runs.values() if r.exit_code not in (0, None) and r.ended_s is not None]
-            if failed and time.monotonic() - started > min(failed) + FAILURE_GRACE_S:
-                for run in runs.values():
-                    run.cut_short = run.exit_code is None
-                break
-            stalled_s = None if failed else stalled()   # a failure is judged as one, never as a hang
-            if stalled_s is not None:
-                halt.set()
-                break
-            time.sleep(0.2)
+        stalled_s = watch(runs, threads, clock, started)
+        if stalled_s is not None:
+            halt.set()
         hung = [n for n in nodes if n.name in handles and runs[n.name].exit_code is None
                 and not runs[n.name].cut_short]
         if hung:   # stalled, or still running at the deadline: before anything is killed, where is each rank?
@@ -169,12 +206,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         halt.set()   # what ends from here on was stopped by the tool: not the run's own exit code
         for thread in threads:
             thread.join(timeout=2.0)
-        for node_name, handle in handles.items():
-            runs[node_name].stderr = handle.stop()
-            tail = runs[node_name].stderr.strip().splitlines()
-            runs[node_name].stderr_tail = tail[-40:]
-            if runs[node_name].exit_code != 0:
-                runs[node_name].error = runs[node_name].error or telling_line(tail)
+        collect(runs, handles)
     launched = {"launcher": launcher_of(cluster, nodes)}
     return LaunchResult(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
                         forensics)

@@ -14,7 +14,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from clustercheck.core.inventory import Defaults, local_inventory
-from clustercheck.core.result import Finding, Status, sort_findings, worst
+from clustercheck.core.result import Finding, Status, run_judges, sort_findings, worst
 from clustercheck.core.thresholds import Config
 from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
@@ -25,8 +25,9 @@ from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 
-NODE_RULES = (gpu_rules.gpu_health, gpu_rules.unchecked, fabric_rules.ports, fabric_rules.counters, rules.shm,
-              rules.memlock, rules.workdir)
+JUDGES = (  # the node's own health: what one node can tell about itself
+    gpu_rules.gpu_health, gpu_rules.unchecked, fabric_rules.ports, fabric_rules.counters, rules.shm, rules.memlock,
+    rules.workdir)
 NAGIOS = {Status.OK: "OK", Status.WARN: "WARNING", Status.FAIL: "CRITICAL", Status.UNKNOWN: "UNKNOWN"}
 REASON_MAX = 200
 HERE = "localhost"   # Slurm keeps a node's reason short; so do we
@@ -43,8 +44,7 @@ def check_this_node(config: Config, workdir: Optional[str], timeout_s: float, ex
                 for f in unreachable(probed) if f.status is not Status.OK]
     facts = env_facts(probed)
     ctx = EnvContext(facts.probed, facts.values, config.env)
-    for rule in NODE_RULES:
-        findings += rule(ctx)
+    findings += run_judges(JUDGES, ctx)
     source = "--gpus" if expected_gpus is not None else "the PCI bus"
     expected = expected_gpus if expected_gpus is not None else pci_gpus()
     found = gpu_count(probed[0].facts) if probed and probed[0].facts else None

@@ -7,8 +7,8 @@ from typing import Dict, List, Optional, Sequence
 from tabulate import tabulate
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, sort_findings, worst
-from clustercheck.display.findings import findings_lines, findings_markdown, report_header
+from clustercheck.core.result import Finding
+from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.runs import launched_by
 from clustercheck.stages.bench.facts import BenchFacts
@@ -95,11 +95,10 @@ def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: boo
 
 
 def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
-    status = worst(findings)
     return {
-        "schema": 1, "command": "bench", "verdict": status.name, "exit_code": status.exit_code,
+        **json_header("bench", findings),
         "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
-        "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
+        "problems": facts.problems,
         "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,
                     "rows": facts.figures.rows, "pairs": s.events("pair"), "budget": s.events("budget"),
                     "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error}

@@ -7,25 +7,22 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status, worst
+from clustercheck.core.result import Finding, Status, run_judges, worst
 from clustercheck.core.thresholds import Config
 from clustercheck.node.facts import Probed
 from clustercheck.node.judges import judge_nodes
 from clustercheck.node.readiness import missing_packages
-from clustercheck.stages.env import fabric_rules, gpu_rules, topology
+from clustercheck.stages.env import fabric_rules, gpu_rules, rules, topology
 from clustercheck.stages.env.facts import env_facts
-from clustercheck.stages.env.rules import RULES, EnvContext
+from clustercheck.stages.env.rules import EnvContext
 
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    *RULES, gpu_rules.gpu_health, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_rules.unchecked,
+    *rules.JUDGES, gpu_rules.gpu_health, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_rules.unchecked,
 ]
 
 
 def judge(ctx: EnvContext) -> List[Finding]:
-    findings: List[Finding] = []
-    for rule in JUDGES:
-        findings += rule(ctx)
-    return findings
+    return run_judges(JUDGES, ctx)
 
 
 @dataclass

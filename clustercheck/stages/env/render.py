@@ -8,9 +8,9 @@ from tabulate import tabulate
 
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, sort_findings, worst
+from clustercheck.core.result import Finding
 from clustercheck.core.thresholds import Config, as_dict
-from clustercheck.display.findings import cell, findings_lines, findings_markdown, report_header
+from clustercheck.display.findings import cell, findings_lines, findings_markdown, json_header, report_header
 from clustercheck.node.facts import Probed
 from clustercheck.stages.env import topology
 
@@ -66,11 +66,8 @@ def render_terminal(probed: Sequence[Probed], values: Dict[str, Dict[str, str]],
 
 def to_json(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], findings: Sequence[Finding],
             config: Config) -> Dict:
-    status = worst(findings)
     return {
-        "schema": 1, "command": "env", "verdict": status.name, "exit_code": status.exit_code,
-        "thresholds": as_dict(config),
-        "findings": [f.to_dict() for f in sort_findings(findings)],
+        **json_header("env", findings), "thresholds": as_dict(config),
         "nodes": {p.name: {"outcome": p.result.outcome.value, "problem": p.problem or None,
                            "clock_offset_s": p.clock_offset_s, "clock_uncertainty_s": p.clock_uncertainty_s,
                            "compared": values.get(p.name), "facts": p.facts} for p in probed},

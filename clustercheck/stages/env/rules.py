@@ -270,7 +270,7 @@ def deep_imports(ctx: EnvContext) -> List[Finding]:
                           "torch (and deepspeed where installed) import, CUDA usable where GPUs are")
 
 
-RULES: Sequence[Callable[[EnvContext], List[Finding]]] = [
+JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
     python_version, must_match, required_packages, shm, memlock, nofile, clock, slots, workdir, pdsh,
     deep_imports, env_vars,
 ]

@@ -7,8 +7,8 @@ from typing import Dict, List, Sequence
 from tabulate import tabulate
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, sort_findings, worst
-from clustercheck.display.findings import cell, findings_lines, findings_markdown, report_header
+from clustercheck.core.result import Finding
+from clustercheck.display.findings import cell, findings_lines, findings_markdown, json_header, report_header
 from clustercheck.node.facts import get
 from clustercheck.stages.net.facts import NetFacts
 
@@ -78,9 +78,7 @@ def render_terminal(facts: NetFacts, findings: Sequence[Finding], verbose: bool 
 
 
 def to_json(facts: NetFacts, findings: Sequence[Finding]) -> Dict:
-    status = worst(findings)
-    return {"schema": 1, "command": "net", "verdict": status.name, "exit_code": status.exit_code,
-            "findings": [f.to_dict() for f in sort_findings(findings)], "plan": plan_json(facts),
+    return {**json_header("net", findings), "plan": plan_json(facts),
             "nodes": {n.name: {"problem": facts.problems.get(n.name), "listener": facts.listeners.get(n.name),
                                "attempts": facts.mesh.get(n.name)} for n in facts.nodes},
             "links": facts.links, "node_ssh": facts.node_ssh}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ipaddress
 import statistics
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Sequence, Set, Tuple
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status
+from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.node.facts import get, is_loopback
 from clustercheck.node.judges import nodes_finding
 from clustercheck.stages.net.facts import NetFacts
@@ -359,12 +359,10 @@ def neighbour_table(facts: NetFacts) -> List[Finding]:
         "" if unknown else f"ARP tables hold at least {need} entries on every node")
 
 
+JUDGES: Sequence[Callable[[NetFacts], List[Finding]]] = [
+    launch_ports, mesh, peer_names, interfaces, node_ssh, links, neighbour_table,
+]
+
+
 def judge_net(facts: NetFacts) -> List[Finding]:
-    findings = launch_ports(facts)
-    findings += mesh(facts)
-    findings += peer_names(facts)
-    findings += interfaces(facts)
-    findings += node_ssh(facts)
-    findings += links(facts)
-    findings += neighbour_table(facts)
-    return findings
+    return run_judges(JUDGES, facts)

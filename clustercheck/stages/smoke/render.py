@@ -7,8 +7,8 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, sort_findings, worst
-from clustercheck.display.findings import findings_lines, findings_markdown, report_header
+from clustercheck.core.result import Finding
+from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
 from clustercheck.ranks.runs import launched_by, stalled_text
 from clustercheck.stages.smoke.facts import SmokeFacts
 
@@ -57,10 +57,8 @@ def render_terminal(facts: SmokeFacts, findings: Sequence[Finding], verbose: boo
 
 
 def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
-    status = worst(findings)
     stage = facts.stage
-    return {"schema": 1, "command": "smoke", "verdict": status.name, "exit_code": status.exit_code,
-            "findings": [f.to_dict() for f in sort_findings(findings)], "problems": facts.problems,
+    return {**json_header("smoke", findings), "problems": facts.problems,
             "launcher": stage.config.get("launcher") if stage else None,
             "nproc": facts.nproc, "steps": _steps(facts),
             "summary": facts.summary, "resumed": facts.resumed_summary,
