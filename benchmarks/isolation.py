@@ -3,7 +3,7 @@
     python benchmarks/isolation.py                 # the simulation only (seconds, no root)
     sudo python benchmarks/isolation.py --real 32  # also a 32-node sandbox "biso", removed after
 
-1. Simulation (clustercheck/bench/simulate.py): 64, 256 and 1,000 nodes with 1, 2 and 5 bad
+1. Simulation (benchmarks/simulate.py): 64, 256 and 1,000 nodes with 1, 2 and 5 bad
    nodes (5-40% of a 100 Gb/s NIC), one bad link between good nodes, +-30% noise on every
    measurement; --trials seeded trials each. Rounds and simulated time of the adaptive search
    against the full round robin (N-1 rounds) of the same cluster. Targets (issue 15): at most

@@ -1,3 +1,5 @@
+"""`python -m clustercheck` and the console script: a Ctrl-C while the modules load is an interruption."""
+
 import sys
 
 from clustercheck.core.errors import EXIT_INTERRUPTED

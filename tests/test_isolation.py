@@ -1,5 +1,5 @@
-"""The adaptive search for slow nodes and links (clustercheck/rounds.py), against the bandwidth
-model of clustercheck/bench/simulate.py and against hand-made rounds; and its verdict in bench."""
+"""The adaptive search for slow nodes and links (clustercheck/onnode/rounds.py), against the bandwidth
+model of benchmarks/simulate.py and against hand-made rounds; and its verdict in bench."""
 
 import math
 from itertools import combinations

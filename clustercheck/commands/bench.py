@@ -1,3 +1,5 @@
+"""The `clustercheck bench` command (its --help is the reference: docs/reference.md)."""
+
 import click
 
 from clustercheck.runner.options import click_options, cluster_options, from_params, output_options

@@ -1,3 +1,5 @@
+"""The `clustercheck launch` command (its --help is the reference: docs/reference.md)."""
+
 import json
 import shlex
 import sys

@@ -1,3 +1,5 @@
+"""The `clustercheck node-check` command (its --help is the reference: docs/reference.md)."""
+
 import sys
 
 import click

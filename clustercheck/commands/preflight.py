@@ -1,3 +1,5 @@
+"""The `clustercheck preflight` command (its --help is the reference: docs/reference.md)."""
+
 import click
 
 from clustercheck.preflight.options import PreflightOptions, preflight_stages

@@ -1,3 +1,5 @@
+"""The `clustercheck sbatch` command (its --help is the reference: docs/reference.md)."""
+
 import os
 import shlex
 import sys

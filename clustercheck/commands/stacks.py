@@ -1,3 +1,5 @@
+"""The `clustercheck stacks` command (its --help is the reference: docs/reference.md)."""
+
 import json
 import sys
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, replace
 from typing import Iterable, List, Optional
 
@@ -222,9 +223,15 @@ def slurm_inventory(environ=os.environ, defaults: Defaults = Defaults()) -> List
     return [apply_defaults(Node(name=n, slots=slots, source="SLURM_JOB_NODELIST"), defaults) for n in names]
 
 
+LOCAL_DEFAULT = "default"   # the source of the built-in one-node cluster's node
+
+
 def local_inventory(defaults: Defaults = Defaults()) -> List[Node]:
-    """The built-in default: this machine as a one-node cluster, no SSH needed."""
-    return [apply_defaults(Node(name="localhost", source="default"), defaults)]
+    """The built-in default: this machine as a one-node cluster, no SSH needed. It trains with the
+    interpreter clustercheck runs in (the environment it was installed into), unless --python says
+    otherwise."""
+    return [apply_defaults(Node(name="localhost", source=LOCAL_DEFAULT, python=defaults.python or sys.executable),
+                           defaults)]
 
 
 def fold(names: Iterable[str]) -> str:

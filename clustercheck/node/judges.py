@@ -63,23 +63,27 @@ def hostnames(probed: Sequence[Probed]) -> List[Finding]:
         "hostname.unique", Status.FAIL, dupes, "{count} nodes share a hostname: {nodes}",
         "give every node its own hostname; NCCL and torchrun treat nodes with the same name as one host",
         f"hostnames are unique on {len(names)} nodes")
-    bad = {}
+    bad, loopback = {}, False
     for p in ok:
         for name, entry in (get(p.facts, "host", "resolves", default={}) or {}).items():
             addrs = entry.get("addresses") or []
             if entry.get("error"):
                 bad[p.name] = f"{name} does not resolve ({entry['error']})"
             elif addrs and all(is_loopback(a) for a in addrs):
-                bad[p.name] = f"{name} resolves to {', '.join(addrs)}"
+                loopback = True
+                if len(probed) > 1:   # one node trains over loopback
+                    bad[p.name] = f"{name} resolves to {', '.join(addrs)}"
             if p.name in bad:
                 break
     # One node trains over loopback; as soon as there is a second, peers must reach this address.
+    # A name that does not resolve at all breaks Gloo even alone.
     findings += nodes_finding(
         "hostname.resolves", Status.FAIL if len(probed) > 1 else Status.WARN, bad,
         "own hostname resolves to loopback or not at all on {nodes}",
         "map the hostname to the node's network address in /etc/hosts (not 127.0.1.1) or DNS; Gloo binds to "
         "what gethostname() resolves to. Or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME",
-        "every node's own hostname resolves to a network address")
+        "the node's own hostname resolves (to loopback: enough for a one-node cluster)" if loopback and len(probed) == 1
+        else "every node's own hostname resolves to a network address")
     return findings
 
 

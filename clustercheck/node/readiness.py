@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
+from clustercheck.core.inventory import LOCAL_DEFAULT
 from clustercheck.node.facts import Probed
 
 NEEDED_BY = {"transformers": "--model", "peft": "--lora"}
@@ -38,6 +39,12 @@ def missing_text(names: Sequence[str], python: str = "") -> str:
             + (f" (needed by {flags})" if flags else ""))
 
 
+LOCAL_CPU_RANKS = 2   # the built-in one-node cluster on CPUs: collectives must cross processes to prove anything
+
+
 def ranks_per_node(probed: Sequence[Probed], requested: Optional[int], gpus: bool) -> Dict[str, int]:
-    """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1."""
-    return {p.name: requested or p.node.slots or ((p.gpu_count or 0) if gpus else 0) or 1 for p in probed}
+    """--nproc-per-node, else slots=, else the GPU count when running on GPUs, else 1 (2 on the built-in
+    one-node cluster of this machine, so that its bench and smoke run real collectives)."""
+    def default(p: Probed) -> int:
+        return LOCAL_CPU_RANKS if p.node.source == LOCAL_DEFAULT else 1
+    return {p.name: requested or p.node.slots or ((p.gpu_count or 0) if gpus else 0) or default(p) for p in probed}

@@ -1,7 +1,7 @@
 """What Slurm says about the nodes of an allocation: state, reason and GPU GRES (scontrol).
 
 Gathered on the machine the tool runs on (inside the allocation, scontrol reaches the
-controller); judged by clustercheck/env/slurm_rules.py against what env found on each node.
+controller); judged by clustercheck/stages/env/slurm_rules.py against what env found on each node.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which rank is stuck where, from the stacks taken before a stalled run was stopped.
 
-bench and smoke take every rank's stack (clustercheck/stacks.py) when their run stops moving
+bench and smoke take every rank's stack (clustercheck/ranks/stacks.py) when their run stops moving
 or reaches its deadline; this module turns them into one sentence and the folded blocks:
 "rank 3 on n2 is stopped (SIGSTOP or a debugger); the other 7 wait in all_reduce #25 (step 6)".
 Judging only: nothing here reaches a node.

@@ -1,10 +1,10 @@
 """Python stacks of processes on every node, folded: identical stacks under one compact list.
 
-Gathering runs clustercheck/probe/stacks_probe.py on each node (py-spy, or the hang hook
+Gathering (stack_gather.py) runs clustercheck/onnode/stacks_probe.py on each node (py-spy, or the hang hook
 of clustercheck's own ranks); folding groups processes whose main thread stands in the same
 place (and, for ranks that answered, the same last collective); the odd ones, the smallest
 groups, come first. Used by `clustercheck stacks` and by bench and smoke when a run stops
-moving (clustercheck/forensics.py judges those).
+moving (clustercheck/ranks/forensics.py judges those).
 """
 
 from __future__ import annotations

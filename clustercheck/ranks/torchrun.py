@@ -47,7 +47,7 @@ def forwarded_env() -> Dict[str, str]:
 
 
 def hang_directory(launch: Launch, node: str) -> str:
-    """Where the ranks' hang hook answers (reference_train/hang.py): hang/ in the node's run directory."""
+    """Where the ranks' hang hook answers (clustercheck/onnode/hang.py): hang/ in the node's run directory."""
     return os.path.join(os.path.dirname(launch.script_paths[node]), "hang")
 
 

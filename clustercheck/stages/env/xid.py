@@ -13,7 +13,7 @@ the ECC and NVLink workflows are FAIL: the node is not ready until that is done.
 (high single-bit ECC rate) is WARN: uncorrectable errors tend to follow. An Xid missing
 from the table (the catalogue's unused codes among them) is WARN ("look it up"), never OK.
 Xid 154 says which action the driver wants, in its own line: only "to ... (None)" is OK.
-Events before the NVIDIA driver last loaded are not judged (clustercheck/probe/kernlog.py).
+Events before the NVIDIA driver last loaded are not judged (clustercheck/onnode/kernlog.py).
 """
 
 from __future__ import annotations
