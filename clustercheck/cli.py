@@ -22,8 +22,9 @@ from clustercheck.commands.sandbox import sandbox
 from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
 from clustercheck.commands.stacks import stacks
-from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, InputError
+from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked
 from clustercheck.runner import interrupt
+from clustercheck.runner.crash import report_crash
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,3 +72,8 @@ def main(argv=None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except NotChecked as exc:
+        click.echo(f"UNKNOWN: {exc}", err=True)
+        sys.exit(EXIT_UNKNOWN)
+    except Exception as exc:   # a failure of clustercheck itself: exit 3, one line, the traceback in a file
+        sys.exit(report_crash(exc))

@@ -63,7 +63,7 @@ def test_an_optimizer_and_scheduler_with_auto_get_the_runs_values():
 @pytest.mark.parametrize("change, message", [
     ({"train_micro_batch_size_per_gpu": 4}, "train_micro_batch_size_per_gpu is 4 but the run uses 8"),
     ({"train_batch_size": 100}, "train_batch_size is 100 but 4 ranks x micro-batch 8 x accumulation 2 = 64"),
-    ({"zero_optimization": {"stage": 5}}, "zero_optimization.stage must be 0-3"),
+    ({"zero_optimization": {"stage": 5}}, "zero_optimization.stage must be 0, 1, 2 or 3"),
     ({"bf16": {"enabled": True}, "fp16": {"enabled": True}}, "bf16.enabled and fp16.enabled are both true"),
     ({"steps_per_print": "auto"}, "\"auto\" that this run cannot resolve: steps_per_print"),
 ])

@@ -5,12 +5,13 @@ import sys
 import click
 
 from clustercheck.preflight.diff import diff_reports, load_report, render_changes
+from clustercheck.runner.options import FiniteRange
 
 
 @click.command()
 @click.argument("old", type=click.Path(dir_okay=False))
 @click.argument("new", type=click.Path(dir_okay=False))
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+@click.option("--threshold", type=FiniteRange(0, 1), default=0.10, show_default=True,
               help="Bandwidth change that counts (0.10 = 10%).")
 def diff(old, new, threshold):
     """What changed between two preflight reports (.json): versions, nodes, bandwidth, findings.

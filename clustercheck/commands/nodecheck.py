@@ -6,16 +6,17 @@ import click
 
 from clustercheck.core.thresholds import load_config
 from clustercheck.display.findings import findings_lines
+from clustercheck.runner.options import FiniteRange
 from clustercheck.tools.node_health import check_this_node, reason, verdict
 
 
 @click.command("node-check")
 @click.option("--workdir", help="Directory jobs run in: checked to exist, free disk measured.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=20.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteRange(1), default=20.0, show_default=True,
               help="Deadline in seconds for the probe.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Thresholds file (TOML); default ./clustercheck.toml when present.")
-@click.option("--gpus", "expected_gpus", type=click.IntRange(0),
+@click.option("--gpus", "expected_gpus", type=click.IntRange(0, 1024),
               help="GPUs this node must have (default: the NVIDIA GPUs on its PCI bus).")
 @click.option("--reason", "reason_only", is_flag=True, default=False,
               help="Print only the reason (empty when healthy), for scontrol update ... reason=.")

@@ -26,7 +26,8 @@ def plan(**params):
       clustercheck plan --params 7B --gpus-per-node 8 --num-nodes 2 --gpu-mem 80
       clustercheck plan nodes.txt --model /models/Llama-2-7b-hf --seq-len 4096 --micro-batch 2
 
-    Exit code: 0 some training mode fits, 2 nothing fits, 64 bad input.
+    Exit code: 0 some training mode fits, 2 nothing fits, 3 a row could not be judged (host
+    memory unknown: give --cpu-mem or a nodes file), 64 bad input.
     """
     options = from_params(PlanOptions, params)
     options.validate()

@@ -6,7 +6,7 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.display.fold import render_run
-from clustercheck.runner.options import ClusterOptions, cluster_options, from_params
+from clustercheck.runner.options import ClusterOptions, FiniteRange, cluster_options, from_params
 from clustercheck.transport.fanout import Cluster, worst_exit_code
 
 
@@ -23,7 +23,7 @@ class SplitAtDashes(click.Command):
 
 @click.command(cls=SplitAtDashes)
 @cluster_options
-@click.option("--timeout", type=click.FloatRange(0.1), default=60.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(0.1), default=60.0, show_default=True,
               help="Deadline in seconds for the command on each node; it is killed there after that.")
 @click.pass_context
 def run(ctx, timeout, **params):

@@ -29,8 +29,8 @@ exit $code
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
-@click.option("--nodes", type=click.IntRange(1), required=True, help="Nodes to allocate.")
-@click.option("--gpus-per-node", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--nodes", type=click.IntRange(1, 1_000_000), required=True, help="Nodes to allocate.")
+@click.option("--gpus-per-node", type=click.IntRange(0, 1024), default=0, show_default=True)
 @click.option("--time", "time_limit", default="00:30:00", show_default=True, help="Time limit (HH:MM:SS).")
 @click.option("--partition", help="Slurm partition.")
 @click.option("--account", help="Slurm account.")

@@ -7,7 +7,7 @@ import click
 
 from clustercheck.ranks.stack_gather import dump_matching
 from clustercheck.ranks.stacks import FRAMES_SHOWN, fold_stacks, render_stacks, stacks_exit_code, stacks_json
-from clustercheck.runner.options import ClusterOptions, cluster_options, from_params
+from clustercheck.runner.options import ClusterOptions, FiniteRange, cluster_options, from_params
 from clustercheck.transport.fanout import Cluster
 
 
@@ -15,9 +15,9 @@ from clustercheck.transport.fanout import Cluster
 @cluster_options
 @click.option("--match", "pattern", required=True,
               help="A regular expression for the command lines of the processes to dump (e.g. train.py).")
-@click.option("--timeout", type=click.FloatRange(1), default=60.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(1), default=60.0, show_default=True,
               help="Deadline in seconds on each node.")
-@click.option("--frames", type=click.IntRange(1), default=FRAMES_SHOWN, show_default=True,
+@click.option("--frames", type=click.IntRange(1, 10_000), default=FRAMES_SHOWN, show_default=True,
               help="Innermost frames printed for each distinct stack.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print JSON instead of text.")
 def stacks(pattern, timeout, frames, as_json, **params):

@@ -13,6 +13,11 @@ EXIT_BAD_INPUT = 64  # bad command line or input file (sysexits EX_USAGE); nothi
 EXIT_INTERRUPTED = 130
 
 
+class NotChecked(Exception):
+    """Nothing could be checked (no node answered, nothing to compare): the command ends UNKNOWN, exit 3,
+    with this message, never with a pass."""
+
+
 class InputError(Exception):
     """Bad user input: names the source (file and line) and the offending value."""
 

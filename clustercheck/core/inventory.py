@@ -24,7 +24,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, replace
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 import hostlist
 
@@ -48,10 +48,16 @@ class Node:
     python: Optional[str] = None  # interpreter that trains there
     ifname: Optional[str] = None  # the training network interface
     source: str = ""              # "nodes.txt:3", for messages
+    host: Optional[str] = None    # the host to reach, where it differs from the name (several nodes on one host)
+
+    @property
+    def address(self) -> str:
+        """What to connect to (SSH alias, rendezvous host, peers' target): the host, else the name."""
+        return self.host or self.name
 
     @property
     def is_local(self) -> bool:
-        return self.name in LOCAL_NAMES
+        return self.address in LOCAL_NAMES
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,17 @@ def parse_inventory(text: str, source: str = "<inventory>", defaults: Defaults =
             nodes.append(apply_defaults(node, defaults))
     if not nodes:
         raise InputError("no nodes: the file is empty or holds only comments", source)
-    return nodes
+    return distinct_names(nodes)
+
+
+def distinct_names(nodes: List[Node]) -> List[Node]:
+    """Several nodes on one host (containers behind ports 2222, 2223): each is named host:port, so that no
+    table or result merges them; the host is still what is connected to."""
+    count: Dict[str, int] = {}
+    for node in nodes:
+        count[node.name] = count.get(node.name, 0) + 1
+    return [replace(node, name=f"{node.name}:{node.port}", host=node.name) if count[node.name] > 1 else node
+            for node in nodes]
 
 
 def apply_defaults(node: Node, defaults: Defaults) -> Node:

@@ -20,6 +20,7 @@ file and line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -27,6 +28,9 @@ from dataclasses import dataclass, field, fields
 from typing import Dict, List, Optional
 
 from clustercheck.core.errors import InputError
+from clustercheck.onnode.env_probe import PACKAGES
+
+LARGEST = 1e12   # no threshold a user means is larger; beyond it comparisons mean nothing
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,11 +80,17 @@ def _coerce(value, default, source, line, key):
     if isinstance(default, list):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InputError(f"{key} must be a list of names", source, line, repr(value))
+        unread = [v for v in value if v not in PACKAGES]
+        if key == "required" and unread:   # a package the probe does not read would look missing everywhere
+            raise InputError(f"{key} names a package the probe does not read (it reads {', '.join(PACKAGES)})",
+                             source, line, unread[0])
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(default, int) and not isinstance(value, int)):
         wanted = "a whole number" if isinstance(default, int) else "a number"
         raise InputError(f"{key} must be {wanted}", source, line, repr(value))
+    if not math.isfinite(value) or value > LARGEST:
+        raise InputError(f"{key} must be a finite number (at most {LARGEST:g})", source, line, repr(value))
     if value < 0:
         raise InputError(f"{key} must not be negative", source, line, repr(value))
     return float(value) if isinstance(default, float) else value
@@ -127,6 +137,9 @@ def load_config(path: Optional[str]) -> Config:
             text = handle.read()
     except OSError as exc:
         raise InputError(f"cannot read the config file ({exc.strerror})", path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a text file (UTF-8 TOML): byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}",
+                         path) from None
     return parse_config(text, path)
 
 

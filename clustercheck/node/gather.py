@@ -43,7 +43,7 @@ def probe_command(node: Node, peers: Sequence[str], workdir: Optional[str], deep
 
 
 def peers_of(nodes: Sequence[Node], index: int) -> List[str]:
-    others = [n.name for n in nodes[index + 1:]] + [n.name for n in nodes[:index]]
+    others = [n.address for n in nodes[index + 1:]] + [n.address for n in nodes[:index]]
     return [name for name in others if name not in ("localhost",)][:PEERS_PER_NODE]
 
 

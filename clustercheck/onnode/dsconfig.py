@@ -24,23 +24,47 @@ class ConfigError(ValueError):
     """A config the run cannot use, said with the key."""
 
 
+# Sections that are JSON objects wherever they appear (DeepSpeed reads keys inside them).
+OBJECTS = ("zero_optimization", "bf16", "fp16", "optimizer", "optimizer.params", "scheduler", "scheduler.params",
+           "zero_optimization.offload_optimizer", "zero_optimization.offload_param", "checkpoint")
+
+
+def _not_finite(token):
+    raise ValueError(f"{token} is not a number DeepSpeed can use")
+
+
 def read(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+            config = json.load(handle, parse_constant=_not_finite)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
+    except ValueError as exc:   # not JSON, not UTF-8 text, NaN or Infinity
         raise ConfigError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not JSON (nested too deeply)") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: a DeepSpeed config is a JSON object")
+    check_shape(config, path)
     return config
+
+
+def check_shape(config: dict, path: str) -> None:
+    """Every section the run reads is an object, and the ZeRO stage a number 0-3: said with the key."""
+    for dotted in OBJECTS:
+        holder, value = config, None
+        for key in dotted.split("."):
+            value = holder.get(key) if isinstance(holder, dict) else None
+            holder = value
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"{path}: {dotted} must be a JSON object ({{...}}), not {json.dumps(value)[:60]}")
+    stage(config)
 
 
 def stage(config: dict) -> int:
     value = (config.get("zero_optimization") or {}).get("stage", 0)
-    if value not in (0, 1, 2, 3):
-        raise ConfigError(f"zero_optimization.stage must be 0-3, not {value!r}")
+    if isinstance(value, bool) or value not in (0, 1, 2, 3):   # True == 1 in Python: "stage": true is no stage
+        raise ConfigError(f"zero_optimization.stage must be 0, 1, 2 or 3, not {json.dumps(value)}")
     return value
 
 

@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence
 import click
 from tabulate import tabulate
 
-from clustercheck.core.errors import InputError
+from clustercheck.core.errors import InputError, NotChecked
 from clustercheck.core.result import Status, worst
 from clustercheck.display.findings import findings_lines
 from clustercheck.node.facts import Probed
@@ -29,35 +29,43 @@ from clustercheck.planner.memory import (
     needs,
     read_config,
 )
-from clustercheck.runner.options import opt
+from clustercheck.runner.options import FiniteRange, opt
 
                  # NCCL buffers and the allocator's fragmentation need the rest)
 UNITS = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
+MAX_COUNT = 1e15   # a quadrillion parameters: far beyond any model, and the accounting stays exact below it
+
+
 def parse_count(text: str, what: str) -> int:
-    match = re.fullmatch(r"\s*([\d.]+(?:E\d+)?)\s*([KMBGT]?)\s*", text.upper())
+    """A count like 7B, 125M or 1.3e9: at least 1 and at most MAX_COUNT, or bad input naming the flag."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)(?:E([+-]?\d{1,3}))?\s*([KMBGT]?)\s*", text.upper())
     if not match:
         raise InputError(f"{what} takes a number like 7B, 125M or 1.3e9", "command line", value=text)
-    return int(float(match.group(1)) * UNITS[match.group(2)])
+    exponent = int(match.group(2) or 0)
+    value = float(match.group(1)) * 10.0 ** max(-30, min(exponent, 30)) * UNITS[match.group(3)]
+    if not 1 <= value <= MAX_COUNT or abs(exponent) > 30:
+        raise InputError(f"{what} must be at least 1 and at most {MAX_COUNT:.0e}", "command line", value=text)
+    return int(value)
 
 
 @dataclass
 class PlanOptions:
     params: Optional[str] = opt("--params", help="Model parameters: 7B, 125M, 1.3e9 (a Llama shape is assumed).")
     model: Optional[str] = opt("--model", type=click.Path(), help="A Hugging Face model directory (or its config.json).")
-    seq_len: int = opt("--seq-len", default=2048, type=click.IntRange(1), help="Tokens per sequence.", show_default=True)
-    micro_batch: int = opt("--micro-batch", default=1, type=click.IntRange(1), help="Sequences per GPU per step.",
+    seq_len: int = opt("--seq-len", default=2048, type=click.IntRange(1, 16_777_216), help="Tokens per sequence.", show_default=True)
+    micro_batch: int = opt("--micro-batch", default=1, type=click.IntRange(1, 1_048_576), help="Sequences per GPU per step.",
                            show_default=True)
     checkpointing: bool = opt("--gradient-checkpointing/--no-gradient-checkpointing", default=True,
                               help="Activations recomputed per layer (LLaMA-Factory's default).", show_default=True)
-    lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1), help="LoRA / QLoRA rank.",
+    lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1, 65536), help="LoRA / QLoRA rank.",
                          show_default=True)
-    gpus_per_node: Optional[int] = opt("--gpus-per-node", type=click.IntRange(1), help="Instead of asking the nodes.")
-    num_nodes: Optional[int] = opt("--num-nodes", type=click.IntRange(1), help="Instead of counting the nodes file.")
-    gpu_mem_gib: Optional[float] = opt("--gpu-mem", type=click.FloatRange(0.1),
+    gpus_per_node: Optional[int] = opt("--gpus-per-node", type=click.IntRange(1, 1024), help="Instead of asking the nodes.")
+    num_nodes: Optional[int] = opt("--num-nodes", type=click.IntRange(1, 1_000_000), help="Instead of counting the nodes file.")
+    gpu_mem_gib: Optional[float] = opt("--gpu-mem", type=FiniteRange(0.1),
                                        help="GiB per GPU, instead of asking the nodes.")
-    cpu_mem_gib: Optional[float] = opt("--cpu-mem", type=click.FloatRange(0.1),
+    cpu_mem_gib: Optional[float] = opt("--cpu-mem", type=FiniteRange(0.1),
                                        help="GiB of host memory per node (for offload).")
     largest_layer: Optional[str] = opt("--largest-layer",
                                        help="Parameters of the largest layer gathered whole (ZeRO-3, FSDP). Default: the "
@@ -81,6 +89,9 @@ class PlanOptions:
 
     def with_nodes(self, probed: Sequence[Probed]) -> "PlanOptions":
         """The gaps filled from the node layer's documents: the smallest node sets the plan."""
+        if not any(p.facts is not None for p in probed):
+            raise NotChecked(f"no node answered ({', '.join(p.problem or p.name for p in probed[:3])}): the GPUs "
+                             f"could not be read; give --gpus-per-node and --gpu-mem, or reach the nodes")
         smallest = smallest_node(probed)
         if not smallest.nodes or not any(smallest.gpu_lists):
             raise InputError("the nodes report no NVIDIA GPU: give --gpus-per-node and --gpu-mem", "command line")
@@ -118,7 +129,8 @@ def plan_text(options: PlanOptions) -> "tuple[str, int]":
               f"checkpointing {'on' if work.checkpointing else 'off'}, LoRA rank {work.lora_rank}",
               f"  a mode fits when its states + activations take at most {HEADROOM:.0%} of a GPU (and its host "
               f"memory fits a node); accounting: clustercheck/planner/memory.py", "", plan_table(rows), ""]
-    code = Status.FAIL.exit_code if worst(findings) is Status.FAIL else Status.OK.exit_code  # a WARN row is advice
+    verdict = worst(findings)   # a WARN row is advice: the plan still exits 0; what could not be judged is 3
+    code = Status.OK.exit_code if verdict is Status.WARN else verdict.exit_code
     return "\n".join([*header, *findings_lines(findings, verbose=True)]), code
 
 

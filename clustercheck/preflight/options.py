@@ -10,7 +10,7 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.preflight.sequence import STAGE_NAMES, short_sweep
-from clustercheck.runner.options import borrow, deadline_option, opt
+from clustercheck.runner.options import FiniteRange, borrow, deadline_option, opt
 from clustercheck.runner.stage import Stage
 from clustercheck.stages.bench.options import BenchOptions
 from clustercheck.stages.bench.stage import BenchStage
@@ -56,7 +56,7 @@ class PreflightOptions:
     timeout_s: float = deadline_option(600.0, "of the bench and smoke stages, each", minimum=10)
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
                                   help="An earlier preflight .json: show what changed.")
-    threshold: float = opt("--threshold", default=0.10, type=click.FloatRange(0, 1),
+    threshold: float = opt("--threshold", default=0.10, type=FiniteRange(0, 1),
                            help="Bandwidth change that counts, against --baseline.")
     name: Optional[str] = opt("--name", help="The report's name: reports/<date>-<name>.md (default: the nodes "
                                              "file's name).")

@@ -17,6 +17,8 @@ from clustercheck.ranks.stacks import ProcessStack
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.fanout import Cluster
 
+MAX_PATTERN = 1000   # it travels on every node's command line
+
 PROBE = "stacks_probe"
 
 
@@ -69,8 +71,13 @@ def gather_stacks(cluster: Cluster, nodes: Sequence[Node], commands: Dict[str, s
 def dump_matching(cluster: Cluster, nodes: Sequence[Node], pattern: str, timeout_s: float
                   ) -> Tuple[List[ProcessStack], Dict[str, str]]:
     """`clustercheck stacks`: every process matching `pattern` (a regular expression) on every node."""
+    if len(pattern) > MAX_PATTERN:
+        raise InputError(f"longer than {MAX_PATTERN} characters", "--match", value=pattern[:60] + "...")
     try:
         re.compile(pattern)
     except re.error as exc:
         raise InputError(f"not a regular expression: {exc}", "--match", value=pattern) from None
+    except (RecursionError, OverflowError, MemoryError) as exc:   # nested or repeated past what re can compile
+        raise InputError(f"a regular expression too large to compile ({type(exc).__name__})", "--match",
+                         value=pattern[:60] + ("..." if len(pattern) > 60 else "")) from None
     return gather_stacks(cluster, nodes, {n.name: probe_command(n, match=pattern) for n in nodes}, timeout_s)

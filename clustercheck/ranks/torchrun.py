@@ -157,7 +157,7 @@ def start_all(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed],
     handles: Dict[str, Running] = {}
     ifnames = {p.name: p.ifname for p in probed if p.facts}
     for node in nodes:
-        command = torchrun_command(node, launch, len(nodes), nodes[0].name, ifnames.get(node.name), run_id)
+        command = torchrun_command(node, launch, len(nodes), nodes[0].address, ifnames.get(node.name), run_id)
         try:
             handles[node.name] = cluster.transports[node.name].start(command)
         except TransportError as exc:

@@ -9,6 +9,7 @@ ran with, so they cannot drift from the command line.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
@@ -23,6 +24,22 @@ from clustercheck.transport.srun import allocation
 from clustercheck.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT_S, SSHSettings
 
 T = TypeVar("T")
+
+
+LARGEST = 1e9   # no count of seconds, GiB or GB/s a user means is larger; beyond it waits overflow
+
+
+class FiniteRange(click.FloatRange):
+    """A number in range, finite and at most LARGEST: nan passes every comparison and inf or 1e300 overflow
+    a wait later, so all are bad input, named with the flag."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if abs(number) > LARGEST:
+            self.fail(f"{value!r} is too large (at most {LARGEST:g})", param, ctx)
+        return number
 
 
 def opt(*decls: str, default: Any = None, show: Optional[Callable[[Any], str]] = None, **click_settings) -> Any:
@@ -62,7 +79,7 @@ def rdzv_port_option() -> Any:
 
 def deadline_option(default: float, what: str, minimum: float = 1.0) -> Any:
     """--timeout: every command's own deadline, in seconds."""
-    return opt("--timeout", default=default, type=click.FloatRange(minimum), help=f"Deadline in seconds {what}.")
+    return opt("--timeout", default=default, type=FiniteRange(minimum), help=f"Deadline in seconds {what}.")
 
 
 def click_options(cls: Type, exclude: Tuple[str, ...] = ()) -> Callable:
@@ -151,7 +168,7 @@ class ClusterOptions:
                                  help="Run each command with its own login on the node instead of one session "
                                       "per node (slower; for a node whose shell breaks the session).")
     connect_timeout_s: Optional[float] = opt(
-        "--connect-timeout", type=click.FloatRange(0.1, 600),
+        "--connect-timeout", type=FiniteRange(0.1, 600),
         help=f"Seconds to reach and log in to a node [default: ConnectTimeout from ssh_config, else "
              f"{DEFAULT_CONNECT_TIMEOUT_S:g}]; given here, it wins over ssh_config.")
 

@@ -38,6 +38,9 @@ class StageResult:
         return not self.skipped
 
 
+NOTHING_CHECKED = "nothing was checked"
+
+
 @dataclass
 class RunResult:
     nodes: List[Node]
@@ -45,7 +48,16 @@ class RunResult:
 
     @property
     def findings(self) -> List[Finding]:
-        return [f for stage in self.stages for f in stage.findings]
+        """Every stage's findings; a run that checked nothing says so as UNKNOWN, never as a pass."""
+        found = [f for stage in self.stages for f in stage.findings]
+        if not any(stage.ran for stage in self.stages):
+            skipped = "; ".join(f"{s.name}: {s.skipped}" for s in self.stages) or "no stage was given"
+            return found + [Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: every stage was skipped",
+                                    [skipped], "run at least one stage (see --only / --skip)")]
+        if not found:
+            return [Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: the stages reported no result", [],
+                            "run the stage alone with -v and report this as a bug of clustercheck")]
+        return found
 
     @property
     def exit_code(self) -> int:
@@ -124,8 +136,20 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
             say(stage.name, "running")
             start = time.monotonic()
             result.facts = stage.gather(layer)
-            result.findings = layer.take_findings() + stage.judge(result.facts)
+            result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
             result.wall_s = time.monotonic() - start
             done.append((stage, result))
             say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
     return RunResult(list(nodes), results)
+
+
+def only_what_was_checked(layer: NodeLayer, findings: List[Finding]) -> List[Finding]:
+    """Where not one node answered, no rule held on any node: its OK lines ("hostnames are unique on 0 nodes")
+    are dropped and the stage says, as UNKNOWN, that it checked no node. The reach findings say why."""
+    known = layer.known
+    if known is None or any(p.facts is not None for p in known):
+        return findings
+    return [f for f in findings if f.status is not Status.OK] + [
+        Finding("run.no_node", Status.UNKNOWN, f"{NOTHING_CHECKED} on any node: none of the {len(known)} "
+                                               f"answered", [], "make the nodes reachable (see the reach findings)",
+                [p.name for p in known])]

@@ -93,7 +93,8 @@ class Cluster:
             return LocalTransport(node.name, session=self.options.session)
         if self._ssh is None:
             self._ssh = SSHContext(self.options.ssh)
-        return SSHTransport(self._ssh, node.name, user=node.user, port=node.port, session=self.options.session)
+        return SSHTransport(self._ssh, node.name, user=node.user, port=node.port, session=self.options.session,
+                            alias=node.address)
 
     def __enter__(self) -> "Cluster":
         return self

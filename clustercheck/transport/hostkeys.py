@@ -16,6 +16,8 @@ from typing import Dict, Iterable, List
 
 import paramiko
 
+from clustercheck.core.errors import InputError
+
 
 class UnknownHostKey(paramiko.SSHException):
     def __init__(self, hostkey_name: str, key: paramiko.PKey, files: List[str]):
@@ -53,11 +55,15 @@ class KnownHosts:
                     self._by_name.setdefault(host, []).append(index)
 
     def _load(self, path: str) -> None:
-        if os.path.isfile(path):
-            try:
-                self._keys.load(path)
-            except (OSError, paramiko.SSHException):
-                pass  # an unreadable or corrupt file adds no keys; unknown hosts will be refused
+        if not os.path.isfile(path):
+            return
+        try:
+            self._keys.load(path)
+        except OSError:
+            pass  # unreadable (permissions): it adds no keys; unknown hosts will be refused, naming it
+        except (UnicodeDecodeError, paramiko.SSHException, ValueError) as exc:
+            # a corrupt file would make every host look unknown: say which file it is instead
+            raise InputError(f"not a known_hosts file ({type(exc).__name__}: {str(exc)[:120]})", path) from None
 
     def lookup(self, hostkey_name: str) -> Dict[str, paramiko.PKey]:
         with self._lock:

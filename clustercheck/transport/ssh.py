@@ -75,10 +75,10 @@ class SSHTransport(SessionTransport):
     kind = "ssh"
 
     def __init__(self, ctx: SSHContext, name: str, user: Optional[str] = None, port: Optional[int] = None,
-                 session: bool = True):
+                 session: bool = True, alias: Optional[str] = None):
         self.name = name
         self.ctx = ctx
-        self.target = ctx.resolve(name, user=user, port=port)
+        self.target = ctx.resolve(alias or name, user=user, port=port)
         self._client: Optional[paramiko.SSHClient] = None
         self._tmpdir: Optional[str] = None
         self._channels = set()

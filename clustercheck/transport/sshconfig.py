@@ -112,6 +112,15 @@ def _split_hop(hop: str) -> Tuple[Optional[str], str, Optional[int]]:
     return user, host, port
 
 
+def _number(settings: SSHSettings, alias: str, keyword: str, text, low: int, high: int) -> int:
+    """A whole number from ssh_config, in range, or bad input naming the file, the host and the value."""
+    value = str(text).strip()
+    if not value.isdigit() or not low <= int(value) <= high:
+        where = settings.config_path or "~/.ssh/config"
+        raise InputError(f"{keyword} for {alias} must be a whole number from {low} to {high}", where, value=value)
+    return int(value)
+
+
 def resolve(config: paramiko.SSHConfig, alias: str, settings: SSHSettings,
             user: Optional[str] = None, port: Optional[int] = None) -> Target:
     """Apply ssh_config to `alias`; explicit user/port win over the config."""
@@ -128,15 +137,15 @@ def resolve(config: paramiko.SSHConfig, alias: str, settings: SSHSettings,
     config_timeout = entry.get("connecttimeout")
     if settings.connect_timeout_s is not None:
         timeout_s = settings.connect_timeout_s
-    elif config_timeout and str(config_timeout).isdigit():
-        timeout_s = float(config_timeout)
+    elif config_timeout:
+        timeout_s = float(_number(settings, alias, "ConnectTimeout", config_timeout, 1, 3600))
     else:
         timeout_s = DEFAULT_CONNECT_TIMEOUT_S
     config_port = entry.get("port")
     return Target(
         alias=alias,
         hostname=entry.get("hostname", alias),
-        port=port or (int(config_port) if config_port else 22),
+        port=port or (_number(settings, alias, "Port", config_port, 1, 65535) if config_port else 22),
         user=user or entry.get("user") or getpass.getuser(),
         identity_files=tuple(os.path.expanduser(p) for p in entry.get("identityfile", [])),
         identities_only=str(entry.get("identitiesonly", "no")).lower() == "yes",

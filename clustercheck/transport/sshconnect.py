@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import shlex
 import socket
 import threading
-from typing import Dict, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import paramiko
 
+from clustercheck.core.errors import InputError
 from clustercheck.transport import sshconfig
 from clustercheck.transport.base import Outcome, TransportError
 from clustercheck.transport.hostkeys import KnownHosts, Policy, UnknownHostKey
@@ -33,6 +36,7 @@ class SSHContext:
         self._lock = threading.Lock()
         self._jump_locks: Dict[Tuple, threading.Lock] = {}
         self._jump_failures: Dict[Tuple, TransportError] = {}
+        self._chains_checked: Set[str] = set()   # hosts whose chain has no loop
 
     def known_hosts(self, alias: str) -> KnownHosts:
         user_files, global_files = sshconfig.known_hosts_files(self.config, alias, self.settings)
@@ -43,31 +47,60 @@ class SSHContext:
             return self._known[key]
 
     def resolve(self, alias: str, user=None, port=None) -> sshconfig.Target:
-        return sshconfig.resolve(self.config, alias, self.settings, user=user, port=port)
+        """The node's settings, its ProxyJump / ProxyCommand chain followed and its known_hosts files read:
+        bad input (a bad Port, a loop, a corrupt known_hosts) is found here, before anything is contacted."""
+        target = sshconfig.resolve(self.config, alias, self.settings, user=user, port=port)
+        self._check_chain(target, (alias,))
+        self.known_hosts(target.alias)
+        return target
+
+    def _check_chain(self, target: sshconfig.Target, trail: Tuple[str, ...]) -> None:
+        """Refuse a ProxyJump or ProxyCommand chain that comes back to a host already on it (`Host *` with
+        `ProxyJump bastion` makes the bastion its own jump host): followed, it would never connect."""
+        for hop in target.proxy_jump or _proxy_command_hosts(target.proxy_command):
+            hop_target = sshconfig.resolve_hop(self.config, hop, self.settings)
+            name = hop_target.alias
+            if name in trail:
+                raise InputError(f"{'ProxyJump' if target.proxy_jump else 'ProxyCommand'} loops back: "
+                                 f"{' -> '.join(trail + (name,))} (a `Host *` block applies to the jump host "
+                                 f"too: add `ProxyJump none` / `ProxyCommand none` in the jump host's own block)",
+                                 self.settings.config_path or "~/.ssh/config", value=hop)
+            if name not in self._chains_checked:
+                self._check_chain(hop_target, trail + (name,))
+        self._chains_checked.add(trail[-1])
 
     def jump_client(self, hops: Tuple[str, ...], timeout_s: float) -> paramiko.SSHClient:
         """One shared connection per bastion (per chain of hops), however many nodes sit behind it."""
         with self._lock:
             lock = self._jump_locks.setdefault(hops, threading.Lock())
-        with lock:
-            if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
-                failure = self._jump_failures[hops]
-                raise TransportError(failure.outcome, failure.detail)
-            client = self._jumps.get(hops)
-            if client is not None and client.get_transport() and client.get_transport().is_active():
-                return client
-            target = sshconfig.resolve_hop(self.config, hops[-1], self.settings)
-            try:
-                sock = None
-                if len(hops) > 1:
-                    sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
-                client = open_client(self, target, sock=sock)
-            except TransportError as exc:
-                failure = TransportError(exc.outcome, f"jump host {hops[-1]}: {exc.detail}")
-                self._jump_failures[hops] = failure
-                raise failure from None
-            self._jumps[hops] = client
+        # Another node's thread may be connecting to this bastion: wait for it, but not past the deadline.
+        if not lock.acquire(timeout=max(timeout_s, 0.1) * 2):
+            raise TransportError(Outcome.CONNECT_TIMEOUT, f"jump host {hops[-1]}: still connecting after "
+                                                          f"{2 * timeout_s:g} s")
+        try:
+            return self._jump_client_locked(hops, timeout_s)
+        finally:
+            lock.release()
+
+    def _jump_client_locked(self, hops: Tuple[str, ...], timeout_s: float) -> paramiko.SSHClient:
+        if hops in self._jump_failures:  # a dead bastion costs one timeout, not one per node
+            failure = self._jump_failures[hops]
+            raise TransportError(failure.outcome, failure.detail)
+        client = self._jumps.get(hops)
+        if client is not None and client.get_transport() and client.get_transport().is_active():
             return client
+        target = sshconfig.resolve_hop(self.config, hops[-1], self.settings)
+        try:
+            sock = None
+            if len(hops) > 1:
+                sock = tunnel(self.jump_client(hops[:-1], timeout_s), target, timeout_s)
+            client = open_client(self, target, sock=sock)
+        except TransportError as exc:
+            failure = TransportError(exc.outcome, f"jump host {hops[-1]}: {exc.detail}")
+            self._jump_failures[hops] = failure
+            raise failure from None
+        self._jumps[hops] = client
+        return client
 
     def close(self) -> None:
         with self._lock:
@@ -150,3 +183,24 @@ def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramik
         # packetizer, not the clock).
         sock.settimeout(IDLE_WAKE_S)
     return client
+
+
+SSH_OPTIONS_WITH_VALUE = set("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def _proxy_command_hosts(command: Optional[str]) -> Tuple[str, ...]:
+    """The host a `ProxyCommand ssh ... HOST` goes through (its own config applies to it), else ()."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        return ()
+    if not words or os.path.basename(words[0]) != "ssh":
+        return ()
+    index = 1
+    while index < len(words):
+        word = words[index]
+        if word.startswith("-") and len(word) > 1:
+            index += 2 if word[-1] in SSH_OPTIONS_WITH_VALUE and len(word) == 2 else 1
+            continue
+        return () if "%" in word else (word,)   # %h: the target itself, resolved by that ssh, not a fixed hop
+    return ()

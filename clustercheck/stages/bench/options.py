@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import click
 
 from clustercheck.core.errors import InputError
-from clustercheck.runner.options import deadline_option, opt, rdzv_port_option
+from clustercheck.runner.options import FiniteRange, deadline_option, opt, rdzv_port_option
 from clustercheck.stages.bench.table import COLLECTIVES
 
 PAIR_MODES = ["auto", "adaptive", "full", "off"]
@@ -58,11 +58,11 @@ class BenchOptions:
     min_bytes: Optional[int] = _size("-b", "--min-bytes", help="Smallest size (8, 64K, 16M, 1G). Default: 8 on "
                                                                "NCCL, 1K on Gloo.")
     max_bytes: Optional[int] = _size("-e", "--max-bytes", help="Largest size. Default: 1G on NCCL, 64M on Gloo.")
-    step_factor: Optional[int] = opt("-f", "--step-factor", type=click.IntRange(2),
+    step_factor: Optional[int] = opt("-f", "--step-factor", type=click.IntRange(2, 1024),
                                      help="Size multiplier. Default: 2 on NCCL, 4 on Gloo.")
-    iters: Optional[int] = opt("-n", "--iters", type=click.IntRange(1),
+    iters: Optional[int] = opt("-n", "--iters", type=click.IntRange(1, 1_000_000),
                                help="Most timed iterations per size (the size budget may allow fewer). Default: 20.")
-    warmup: Optional[int] = opt("-w", "--warmup", type=click.IntRange(0),
+    warmup: Optional[int] = opt("-w", "--warmup", type=click.IntRange(0, 1_000_000),
                                 help="Warmup iterations per size, at most. Default: 5.")
     dtype: str = opt("-d", "--dtype", default="float",
                      type=click.Choice(["float", "double", "half", "bfloat16", "int32", "int64"]))
@@ -70,17 +70,17 @@ class BenchOptions:
     check: bool = opt("--check/--no-check", default=True, help="Check every result's data (#wrong).")
     backend: str = opt("--backend", default="auto", type=click.Choice(["auto", "nccl", "gloo"]),
                        help="auto: NCCL when every node has CUDA GPUs, else Gloo.")
-    nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1),
+    nproc_per_node: Optional[int] = opt("--nproc-per-node", type=click.IntRange(1, 1024),
                                         help="Ranks per node. Default: slots=, else the GPU count, else 1.")
     ring: bool = opt("--ring", is_flag=True, default=False,
                      help="NCCL_ALGO=Ring: measure the fabric, not NVLS/tree shortcuts.")
     rdzv_port: int = rdzv_port_option()
     timeout_s: float = deadline_option(600.0, "for each launch (start, rendezvous, sweep)", minimum=5)
-    stall_s: float = opt("--stall-window", default=45.0, type=click.FloatRange(5),
+    stall_s: float = opt("--stall-window", default=45.0, type=FiniteRange(5),
                          help="Once results come, this long without one (or 3x the longest gap seen) is a hang: "
                               "every rank's stack is taken and the odd ranks named before the run is stopped. Keep "
                               "it below --op-timeout, which ends a stuck collective.")
-    op_timeout_s: float = opt("--op-timeout", default=60.0, type=click.FloatRange(1),
+    op_timeout_s: float = opt("--op-timeout", default=60.0, type=FiniteRange(1),
                               help="Deadline for one collective inside torch.distributed.")
     pairwise: str = opt("--pairwise", default="auto", type=click.Choice(PAIR_MODES), is_flag=False,
                         flag_value="auto",
@@ -88,13 +88,13 @@ class BenchOptions:
                              "(a screen, then suspects against nodes that passed: a few rounds at any size), "
                              "full (every pair: N-1 rounds), auto (full up to 4 nodes, else adaptive), off.")
     pair_bytes: int = _size("--pair-bytes", default=16 * 2 ** 20, help="Bytes each node of a pair sends.")
-    size_budget_s: float = opt("--size-budget", default=5.0, type=click.FloatRange(0.05),
+    size_budget_s: float = opt("--size-budget", default=5.0, type=FiniteRange(0.05),
                                help="Seconds for each size of the sweep and each round of pairs: iterations "
                                     "beyond the first stop there.")
-    stage_budget_s: float = opt("--stage-budget", default=60.0, type=click.FloatRange(1),
+    stage_budget_s: float = opt("--stage-budget", default=60.0, type=FiniteRange(1),
                                 help="Seconds for the sweep, and for the pair rounds: past them no larger size "
                                      "and no further round starts (the report says so).")
-    expect_busbw: Optional[float] = opt("--expect-busbw", type=click.FloatRange(0, min_open=True),
+    expect_busbw: Optional[float] = opt("--expect-busbw", type=FiniteRange(0, min_open=True),
                                         help="Expected all_reduce bus bandwidth, GB/s (default: [bench] "
                                              "expected_busbw, else the published figure for the GPUs and fabric).")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),

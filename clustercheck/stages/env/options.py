@@ -9,7 +9,7 @@ import click
 
 from clustercheck.node.gather import ProbeOptions
 from clustercheck.onnode.env_probe import PACKAGES
-from clustercheck.runner.options import opt
+from clustercheck.runner.options import FiniteRange, opt
 
 
 @dataclass
@@ -18,7 +18,7 @@ class EnvOptions:
                      help="Also import torch and deepspeed on every node (slower: seconds).")
     workdir: Optional[str] = opt("--workdir", help="Directory training runs in on the nodes: checked to exist, free "
                                                     "disk measured. Default: the SSH login directory.")
-    timeout_s: float = opt("--timeout", default=60.0, type=click.FloatRange(1),
+    timeout_s: float = opt("--timeout", default=60.0, type=FiniteRange(1),
                            help="Deadline in seconds for the probe on each node.")
     config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
                                      help="Thresholds file (TOML); default ./clustercheck.toml when present.")

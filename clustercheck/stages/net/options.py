@@ -7,7 +7,7 @@ from typing import List
 
 import click
 
-from clustercheck.runner.options import opt, rdzv_port_option
+from clustercheck.runner.options import FiniteRange, opt, rdzv_port_option
 from clustercheck.stages.net.facts import DEFAULT_MASTER_PORT
 from clustercheck.stages.net.sampling import DEFAULT_PEERS
 
@@ -19,11 +19,11 @@ class NetOptions:
     rdzv_port: int = rdzv_port_option()
     samples: int = opt("--samples", default=2, type=click.IntRange(0, 16),
                        help="Ports sampled from each node's ephemeral range (where NCCL and Gloo listen).")
-    attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=click.FloatRange(0.1, 60),
+    attempt_timeout_s: float = opt("--attempt-timeout", default=3.0, type=FiniteRange(0.1, 60),
                                    help="Seconds before an unanswered connection counts as filtered.")
     links: bool = opt("--links", is_flag=True, default=False,
                       help="Also measure round trip and throughput of every pair (in rounds).")
-    stream_s: float = opt("--stream-s", default=0.5, type=click.FloatRange(0.05, 30),
+    stream_s: float = opt("--stream-s", default=0.5, type=FiniteRange(0.05, 30),
                           help="Seconds of the throughput stream per pair (with --links).")
     node_ssh: bool = opt("--node-ssh", is_flag=True, default=False,
                          help="Also check that the first node logs in to the others with SSH (what pdsh needs).")
