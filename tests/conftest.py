@@ -63,10 +63,15 @@ def box(sandbox):
     faults.clear_all(sandbox)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def clustercheck(*args, timeout=120, **kwargs):
-    """Run the real command line, as a user would."""
+    """Run the real command line, as a user would: this checkout's, from whatever directory (cwd=)."""
+    env = dict(kwargs.pop("env", None) or os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "clustercheck", *args], capture_output=True, text=True,
-                          timeout=timeout, **kwargs)
+                          timeout=timeout, env=env, **kwargs)
 
 
 def leftover(pattern: str) -> int:

@@ -252,3 +252,47 @@ def test_the_deepspeed_config_reader_answers_or_names_the_key(tmp_path_factory, 
                          cuda=False, bf16_supported=False)
     except dsconfig.ConfigError:
         return
+
+
+# ---- diff: comparing nothing is no "not worse" ---------------------------------------------------------
+def test_diff_that_compared_nothing_is_unknown(files):
+    log = os.path.join(os.path.dirname(__file__), "data", "nccl-tests", "all_reduce_perf_multinode.txt")
+    report = files("r.json", json.dumps({"schema": 1, "command": "preflight", "nodes": ["a"], "findings": []}))
+    proc = clustercheck("diff", log, report)
+    assert proc.returncode == EXIT_UNKNOWN and "nothing was compared" in proc.stdout, proc.stdout
+    assert "not compared: bandwidth: the new report measured none" in proc.stdout, proc.stdout
+    proc = clustercheck("diff", report, report)
+    assert proc.returncode == 0 and "compared: nodes, versions and findings" in proc.stdout, proc.stdout
+    refused(clustercheck("diff", report, report, "--threshold", "nan"), "--threshold")
+
+
+# ---- what a run needs at its end is checked at its start ---------------------------------------------
+def test_an_unusable_report_name_or_directory_is_refused_before_any_node(files, tmp_path):
+    nodes, config = files("nodes.txt", "deadA\n"), files("cfg", DEAD)
+    refused(clustercheck("preflight", nodes, "-F", config, "--name", "a/b"), "--name", "a/b")
+    refused(clustercheck("preflight", nodes, "-F", config, "--reports-dir", "/proc/none/x"), "--reports-dir")
+    refused(clustercheck("env", nodes, "-F", config, "--report", "--reports-dir", "/proc/none/x"), "--reports-dir")
+    baseline = files("base.json", json.dumps({"command": "preflight", "nodes": "abc", "findings": []}))
+    refused(clustercheck("preflight", nodes, "-F", config, "--baseline", baseline), baseline, "nodes")
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--time", "abc"), "--time"),
+    (("--account", "ops\n#SBATCH --uid=0"), "--account"),
+    (("--partition", "gpu debug"), "--partition"),
+    (("--reports-dir", "my reports"), "--reports-dir"),
+])
+def test_sbatch_refuses_what_slurm_would_misread(tmp_path, args, flag):
+    refused(clustercheck("sbatch", "--nodes", "2", *args, cwd=tmp_path), flag)
+
+
+def test_sbatch_takes_slurm_time_formats(tmp_path):
+    for limit in ("30", "1:00:00", "2-00:00:00", "UNLIMITED"):
+        proc = clustercheck("sbatch", "--nodes", "2", "--time", limit, "--partition", "gpu,debug", cwd=tmp_path)
+        assert proc.returncode == 0 and f"#SBATCH --time={limit}\n" in proc.stdout, proc.stderr
+
+
+def test_run_says_when_it_cut_a_nodes_output():
+    proc = clustercheck("run", "--", "head -c 5000000 /dev/zero | tr '\\0' x; echo")
+    assert "[clustercheck: output cut: the first 4,194,304 bytes kept, 805,697 more not kept]" in proc.stdout
+    assert "output cut (only its first 4 MiB kept) on localhost" in proc.stdout

@@ -25,7 +25,7 @@ def diff(old, new, threshold):
       clustercheck diff all_reduce_perf-2024.log reports/20261121-090000-nodes.json
 
     Exit code: 0 not worse, 2 worse (a node gone, a new failure, bandwidth down by more
-    than the threshold), 64 bad input.
+    than the threshold), 3 nothing could be compared, 64 bad input.
     """
     changes = diff_reports(load_report(old), load_report(new), threshold)
     click.echo(render_changes(changes, old, new))

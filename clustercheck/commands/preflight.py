@@ -33,7 +33,8 @@ def preflight(**params):
     baseline), 64 bad input.
     """
     options, cluster = from_params(PreflightOptions, params), from_params(ClusterOptions, params)
+    out = from_params(OutputOptions, params, report=True)
+    out.validate()   # everything a run needs at its end is checked before it starts
     baseline, stages = load_baseline(options), preflight_stages(options)
     run = check(stages, cluster, selected=options.selected, progress=say)
-    view = PreflightView(stages, run, options, cluster.report_name, baseline)
-    finish(view, from_params(OutputOptions, params, report=True))
+    finish(PreflightView(stages, run, options, cluster.report_name, baseline), out)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 from clustercheck.core.inventory import fold
-from clustercheck.transport.base import NodeResult, Outcome
+from clustercheck.transport.base import CUT_MARK, MAX_CAPTURE_BYTES, NodeResult, Outcome
 
 
 @dataclass
@@ -54,6 +54,10 @@ def render_run(results: Sequence[NodeResult]) -> str:
     ok = [r.node for r in results if r.ok]
     lines.append("")
     lines.append(f"ok: {len(ok)}/{len(results)} nodes" + (f" ({fold(ok)})" if ok and len(ok) < len(results) else ""))
+    cut = [r.node for r in results if CUT_MARK in r.stdout or CUT_MARK in r.stderr]
+    if cut:
+        lines.append(f"output cut (only its first {MAX_CAPTURE_BYTES // 2 ** 20} MiB kept) on {fold(cut)}: "
+                     f"redirect it to a file on the nodes for all of it")
     remedies = {r.outcome.value: r.remedy for r in results if not r.ok}
     for outcome, detail, nodes in fold_failures(results):
         lines.append(f"{outcome}: {fold(nodes)}" + (f": {detail}" if detail and len(nodes) == 1 else

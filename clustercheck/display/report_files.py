@@ -12,6 +12,28 @@ from clustercheck.core.errors import InputError
 DEFAULT_DIR = "reports"
 
 
+def check_writable(directory: str, flag: str = "--reports-dir") -> None:
+    """The reports directory can take a report: checked before any node is contacted, so that minutes of
+    checks are never lost to a directory that cannot be written at the end."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, f".clustercheck-write-test-{os.getpid()}")
+        with open(probe, "x"):
+            pass
+        os.remove(probe)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL in the path
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(f"cannot write reports there ({why})", flag, value=directory) from None
+
+
+def check_name(name: str, flag: str = "--name") -> None:
+    """A report's name is one file name: no directory, nothing hidden, printable."""
+    if (not name or name in (".", "..") or name.startswith(".") or len(name) > 100
+            or any(c in name for c in "/\\") or not name.isprintable()):
+        raise InputError("not usable as a report's file name (one name, printable, at most 100 characters, no /)",
+                         flag, value=name)
+
+
 def new_report_path(kind: str, directory: str = DEFAULT_DIR) -> str:
     """reports/<kind>-YYYYmmdd-HHMMSS.md, a name no earlier report has."""
     os.makedirs(directory, exist_ok=True)

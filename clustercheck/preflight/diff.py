@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, InputError
+from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, InputError
 from clustercheck.core.inventory import fold
 from clustercheck.display.report_files import read_document
 from clustercheck.stages.bench.baseline import busbw_of, compare, read_nccl_tests
@@ -22,6 +22,12 @@ class Changes:
     new_findings: List[Dict] = field(default_factory=list)
     fixed_findings: List[Dict] = field(default_factory=list)
     threshold: float = DEFAULT_THRESHOLD
+    compared: List[str] = field(default_factory=list)       # what was compared at all
+    not_compared: List[str] = field(default_factory=list)   # what could not be, and why
+
+    @property
+    def nothing_compared(self) -> bool:
+        return not self.compared
 
     @property
     def worse(self) -> bool:
@@ -30,7 +36,9 @@ class Changes:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_FAIL if self.worse else EXIT_OK
+        if self.worse:
+            return EXIT_FAIL
+        return EXIT_UNKNOWN if self.nothing_compared else EXIT_OK
 
 
 def load_report(path: str) -> Dict:
@@ -41,7 +49,30 @@ def load_report(path: str) -> Dict:
         return {"command": "nccl-tests", "busbw": read_nccl_tests(text, path).busbw}
     if doc.get("command") != "preflight":
         raise InputError(f"not {what}", path)
+    check_report_shape(doc, path)
     return doc
+
+
+# The parts of a preflight report that diff reads, and the type each must have.
+REPORT_SHAPE = {"nodes": list, "findings": list, "versions": dict, "bench": dict}
+
+
+def check_report_shape(doc: Dict, path: str) -> None:
+    """A report whose parts are not what a preflight writes is bad input now, not a crash after the run."""
+    for key, kind in REPORT_SHAPE.items():
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            raise InputError(f"not a preflight report: {key} is not a JSON {'array' if kind is list else 'object'}",
+                             path)
+    if not all(isinstance(n, str) for n in doc.get("nodes") or []):
+        raise InputError("not a preflight report: nodes must be names", path)
+    for finding in doc.get("findings") or []:
+        if not isinstance(finding, dict) or not isinstance(finding.get("check"), str) or \
+                finding.get("status") not in ("OK", "WARN", "UNKNOWN", "FAIL"):
+            raise InputError("not a preflight report: a finding without its check and status", path,
+                             value=str(finding)[:80])
+    for node, values in (doc.get("versions") or {}).items():
+        if not isinstance(values, dict):
+            raise InputError(f"not a preflight report: versions of {node} are not an object", path)
 
 
 def busbw_by_size(doc: Dict) -> Dict[str, Dict[int, float]]:
@@ -50,10 +81,13 @@ def busbw_by_size(doc: Dict) -> Dict[str, Dict[int, float]]:
     return busbw_of(doc.get("bench") or {})
 
 
-def bandwidth_changes(old: Dict, new: Dict, threshold: float) -> List[Tuple[str, float, float, float]]:
+def bandwidth_changes(old: Dict, new: Dict, threshold: float,
+                      compared: Optional[List[str]] = None) -> List[Tuple[str, float, float, float]]:
     """busbw at the largest size both measured (averages over different sizes are not comparable);
-    the average bus bandwidth only where neither report has its rows."""
+    the average bus bandwidth only where neither report has its rows. What was compared goes into
+    `compared`, changes beyond the threshold or not."""
     changes = []
+    compared = compared if compared is not None else []
     old_sizes, new_sizes = busbw_by_size(old), busbw_by_size(new)
     old_avg = (old.get("bench") or {}).get("avg_busbw") or {}
     new_avg = (new.get("bench") or {}).get("avg_busbw") or {}
@@ -66,10 +100,23 @@ def bandwidth_changes(old: Dict, new: Dict, threshold: float) -> List[Tuple[str,
             before, after, label = old_avg[name], new_avg[name], f"{name} avg"
         else:
             continue
+        if not before or not after:   # a zero figure compares with nothing
+            continue
+        compared.append(label)
         ratio = after / before
         if abs(ratio - 1) > threshold:
             changes.append((label, before, after, ratio))
     return changes
+
+
+def _say_bandwidth(changes: Changes, compared: List[str], old: Dict, new: Dict) -> None:
+    if compared:
+        changes.compared.append(f"bus bandwidth ({', '.join(compared)})")
+        return
+    missing = [which for which, doc in (("the old report", old), ("the new report", new)) if not busbw_by_size(doc)
+               and not (doc.get("bench") or {}).get("avg_busbw")]
+    changes.not_compared.append("bandwidth: " + (f"{' and '.join(missing)} measured none" if missing else
+                                                 "no collective and message size measured in both"))
 
 
 def _key(finding: Dict) -> Tuple:
@@ -78,8 +125,10 @@ def _key(finding: Dict) -> Tuple:
 
 def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> Changes:
     changes = Changes(threshold=threshold)
+    bandwidth: List[str] = []
     if "nccl-tests" in (old.get("command"), new.get("command")):
-        changes.bandwidth = bandwidth_changes(old, new, threshold)
+        changes.bandwidth = bandwidth_changes(old, new, threshold, bandwidth)
+        _say_bandwidth(changes, bandwidth, old, new)
         return changes
     old_nodes, new_nodes = old.get("nodes", []), new.get("nodes", [])
     changes.nodes_added = [n for n in new_nodes if n not in old_nodes]
@@ -92,7 +141,10 @@ def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> 
             if before.get(label) != after.get(label) and node in old_versions and node in new_versions:
                 moved.setdefault((label, before.get(label, "(none)"), after.get(label, "(none)")), []).append(node)
     changes.versions = [f"{label} on {fold(nodes)}: {a} -> {b}" for (label, a, b), nodes in sorted(moved.items())]
-    changes.bandwidth = bandwidth_changes(old, new, threshold)
+    changes.bandwidth = bandwidth_changes(old, new, threshold, bandwidth)
+    _say_bandwidth(changes, bandwidth, old, new)
+    if old_nodes and new_nodes:
+        changes.compared.append("nodes, versions and findings")
     problems = [f for f in new.get("findings", []) if f["status"] != "OK"]
     old_problems = [f for f in old.get("findings", []) if f["status"] != "OK"]
     old_keys, new_keys = {_key(f) for f in old_problems}, {_key(f) for f in problems}
@@ -116,5 +168,12 @@ def render_changes(changes: Changes, old_path: str, new_path: str) -> str:
     for finding in changes.fixed_findings:
         lines.append(f"fixed: [{finding.get('stage')}] {finding['summary']}")
     lines = [line for line in lines if line != ""] or ["no changes"]
-    lines += ["", "Verdict: WORSE" if changes.worse else "Verdict: not worse"]
+    lines += [f"not compared: {text}" for text in changes.not_compared]
+    if changes.worse:
+        verdict = "Verdict: WORSE"
+    elif changes.nothing_compared:
+        verdict = "Verdict: UNKNOWN: nothing was compared"
+    else:
+        verdict = f"Verdict: not worse (compared: {'; '.join(changes.compared)})"
+    lines += ["", verdict]
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence
 import click
 
 from clustercheck.core.errors import InputError
+from clustercheck.display.report_files import check_name
 from clustercheck.preflight.sequence import STAGE_NAMES, short_sweep
 from clustercheck.runner.options import FiniteRange, borrow, deadline_option, opt
 from clustercheck.runner.stage import Stage
@@ -60,6 +61,10 @@ class PreflightOptions:
                            help="Bandwidth change that counts, against --baseline.")
     name: Optional[str] = opt("--name", help="The report's name: reports/<date>-<name>.md (default: the nodes "
                                              "file's name).")
+
+    def __post_init__(self):
+        if self.name is not None:
+            check_name(self.name)
 
     @property
     def selected(self) -> List[str]:

@@ -18,6 +18,7 @@ import click
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
+from clustercheck.display.report_files import check_writable
 from clustercheck.ranks.runs import DEFAULT_RDZV_PORT
 from clustercheck.transport.fanout import DEFAULT_FANOUT, FanoutOptions
 from clustercheck.transport.srun import allocation
@@ -221,6 +222,11 @@ class OutputOptions:
     reports_dir: str = opt("--reports-dir", default="reports", type=click.Path(file_okay=False),
                            help="Where reports go.")
     verbose: bool = opt("-v", "--verbose", is_flag=True, default=False, help="List the checks that passed too.")
+
+    def validate(self, writes_report: bool = False) -> None:
+        """A report that will be written can be: found before any node is contacted."""
+        if self.report or writes_report:
+            check_writable(self.reports_dir)
 
 
 output_options = click_options(OutputOptions)

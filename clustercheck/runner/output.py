@@ -53,7 +53,10 @@ class StageView:
 
 def finish(view, out: OutputOptions) -> NoReturn:
     command = invocation()
-    notes = view.write_report(out, command)
+    try:
+        notes = view.write_report(out, command)
+    except OSError as exc:   # the findings still reach the screen; the report's loss is said
+        notes = [f"report NOT written: {exc.strerror or exc} ({getattr(exc, 'filename', None) or out.reports_dir})"]
     if out.as_json:
         click.echo(json.dumps(view.to_json(command), indent=1, default=str))
     else:
@@ -65,5 +68,7 @@ def finish(view, out: OutputOptions) -> NoReturn:
 
 def run_one(stage: Stage, params: Dict[str, Any]) -> NoReturn:
     """A single command (env, net, bench, smoke): the runner over its one stage, shown its own way."""
+    out = from_params(OutputOptions, params)
+    out.validate()
     run = check([stage], from_params(ClusterOptions, params))
-    finish(StageView(stage, run), from_params(OutputOptions, params))
+    finish(StageView(stage, run), out)

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.transport.agent_sh import AGENT
 from clustercheck.transport.base import (
+    Capture,
     NodeResult,
     Outcome,
     Running,
@@ -80,8 +81,8 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     code: Optional[int] = None
     timed_out: bool = False
-    out: bytearray = field(default_factory=bytearray)
-    err: bytearray = field(default_factory=bytearray)
+    out: bytearray = field(default_factory=Capture)
+    err: bytearray = field(default_factory=Capture)
     size: int = -1
 
 

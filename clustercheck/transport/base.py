@@ -124,14 +124,30 @@ class Transport:
         raise NotImplementedError
 
 
+CUT_MARK = "clustercheck: output cut"
+
+
+class Capture(bytearray):
+    """A command's stdout or stderr as kept: at most MAX_CAPTURE_BYTES, and how many more were not kept."""
+
+    dropped = 0
+
+
 def decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+    """The text; a capture that was cut says so at its end, with how much was kept and how much not."""
+    text = data.decode("utf-8", errors="replace")
+    dropped = getattr(data, "dropped", 0)
+    if dropped:
+        text += f"\n[{CUT_MARK}: the first {len(data):,} bytes kept, {dropped:,} more not kept]\n"
+    return text
 
 
 def capped(buffer: bytearray, chunk: bytes) -> None:
     room = MAX_CAPTURE_BYTES - len(buffer)
     if room > 0:
         buffer.extend(chunk[:room])
+    if len(chunk) > max(room, 0) and isinstance(buffer, Capture):
+        buffer.dropped += len(chunk) - max(room, 0)
 
 
 class Running:

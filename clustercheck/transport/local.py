@@ -14,6 +14,7 @@ from typing import Optional, Set
 
 from clustercheck.transport.agent import Pipe, Session
 from clustercheck.transport.base import (
+    Capture,
     LineBuffer,
     NodeResult,
     Outcome,
@@ -96,7 +97,7 @@ class LocalTransport(SessionTransport):
                                 stderr=subprocess.PIPE, start_new_session=True)
         with self._lock:
             self._running.add(proc)
-        out, err = bytearray(), bytearray()
+        out, err = Capture(), Capture()
         timed_out = False
         deadline = start + timeout_s
         try:

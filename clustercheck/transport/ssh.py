@@ -16,6 +16,7 @@ import paramiko
 
 from clustercheck.transport.agent import AgentUnavailable, Pipe, Session, SessionLost
 from clustercheck.transport.base import (
+    Capture,
     LineBuffer,
     NodeResult,
     Outcome,
@@ -124,7 +125,7 @@ class SSHTransport(SessionTransport):
         start = time.monotonic()
         deadline = start + timeout_s
         chan = self._open_channel(timeout_s)
-        out, err = bytearray(), bytearray()
+        out, err = Capture(), Capture()
         timed_out = False
         try:
             # stdin is never closed: the guard on the node kills the command when the channel goes.
