@@ -15,9 +15,36 @@ import struct
 import subprocess
 import threading
 
+# The environment a report may show, by exact name: the settings of NCCL, Gloo, torch.distributed and
+# CUDA that change how training communicates (NCCL's and PyTorch's documented variables). Any other
+# variable of these families is said to be set, its value never shown: a name can hide a credential
+# (NCCL_NET_PLUGIN_AUTH_TOKEN, an APIKEY, a PASSPHRASE) that no list of bad words foresees.
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_")
-ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-ENV_SECRET_RE = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|_KEY$", re.I)
+ENV_NAMES = frozenset("""
+NCCL_ALGO NCCL_ASYNC_ERROR_HANDLING NCCL_BLOCKING_WAIT NCCL_BUFFSIZE NCCL_CHECKS_DISABLE NCCL_COLLNET_ENABLE
+NCCL_CROSS_NIC NCCL_CUMEM_ENABLE NCCL_DEBUG NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_IB_ADAPTIVE_ROUTING
+NCCL_IB_AR_THRESHOLD NCCL_IB_DISABLE NCCL_IB_GID_INDEX NCCL_IB_HCA NCCL_IB_MERGE_NICS NCCL_IB_PCI_RELAXED_ORDERING
+NCCL_IB_QPS_PER_CONNECTION NCCL_IB_RETRY_CNT NCCL_IB_ROCE_VERSION_NUM NCCL_IB_SL NCCL_IB_SPLIT_DATA_ON_QPS
+NCCL_IB_TC NCCL_IB_TIMEOUT NCCL_IGNORE_CPU_AFFINITY NCCL_LAUNCH_MODE NCCL_MAX_NCHANNELS NCCL_MIN_NCHANNELS
+NCCL_NET NCCL_NET_GDR_LEVEL NCCL_NET_GDR_READ NCCL_NET_PLUGIN NCCL_NSOCKS_PERTHREAD NCCL_NTHREADS NCCL_NVLS_ENABLE
+NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_P2P_NET_CHUNKSIZE NCCL_PROTO NCCL_SHM_DISABLE NCCL_SOCKET_FAMILY
+NCCL_SOCKET_IFNAME NCCL_SOCKET_NTHREADS NCCL_TOPO_DUMP_FILE NCCL_TOPO_FILE NCCL_TUNER_PLUGIN
+GLOO_DEVICE_TRANSPORT GLOO_SOCKET_IFNAME MASTER_ADDR MASTER_PORT
+TORCH_CPP_LOG_LEVEL TORCH_CUDA_ARCH_LIST TORCH_DISTRIBUTED_DEBUG TORCH_EXTENSIONS_DIR TORCH_FR_BUFFER_SIZE
+TORCH_NCCL_ASYNC_ERROR_HANDLING TORCH_NCCL_BLOCKING_WAIT TORCH_NCCL_DUMP_ON_TIMEOUT TORCH_NCCL_ENABLE_MONITORING
+TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_SHOW_CPP_STACKTRACES
+CUDA_VISIBLE_DEVICES CUDA_DEVICE_MAX_CONNECTIONS CUDA_LAUNCH_BLOCKING WORLD_SIZE LOCAL_WORLD_SIZE
+""".split())
+NOT_SHOWN = "(set; value not shown)"
+_URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@/\s]+(?=@)")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9+/_=-]{32,}")
+
+
+def mask_credentials(value):
+    """A value with what looks like a credential masked: a URL's password, a long token-like run."""
+    value = _URL_PASSWORD_RE.sub(lambda m: m.group("head") + "***", value)
+    return _TOKEN_RE.sub(lambda m: m.group(0) if "/" in m.group(0).strip("/") and "=" not in m.group(0)
+                         else "***", value)
 RESOLVE_TIMEOUT_S = 3.0
 COMMAND_TIMEOUT_S = 20.0
 
@@ -220,10 +247,13 @@ def collect_net(args):
 
 
 def collect_env(args):
+    """The allow-listed variables with their values (credentials masked); the others of their families, set."""
     chosen = {}
     for key, value in os.environ.items():
-        if (key.startswith(ENV_PREFIXES) or key in ENV_NAMES) and not ENV_SECRET_RE.search(key):
-            chosen[key] = value
+        if key in ENV_NAMES:
+            chosen[key] = mask_credentials(value)
+        elif key.startswith(ENV_PREFIXES):
+            chosen[key] = NOT_SHOWN
     return dict(sorted(chosen.items()))
 
 

@@ -51,18 +51,33 @@ def hang_directory(launch: Launch, node: str) -> str:
     return os.path.join(os.path.dirname(launch.script_paths[node]), "hang")
 
 
-def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifname: Optional[str],
-                     run_id: str) -> str:
-    tag = f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
+def launch_env(node: Node, launch: Launch, ifname: Optional[str], run_id: str) -> Dict[str, str]:
+    """The ranks' environment on this node: the run's tags and hooks, the NCCL_* of the tool's own
+    environment, the launch's settings, the training interface."""
     hang_dir = hang_directory(launch, node.name)
-    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": tag, "OMP_NUM_THREADS": "1", **FLIGHT_RECORDER,
-           "CLUSTERCHECK_HANG_DIR": hang_dir, "TORCH_FR_DUMP_TEMP_FILE": os.path.join(hang_dir, "flight_recorder_rank_"),
-           **forwarded_env(), **launch.env}
+    env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": run_tag(run_id, node), "OMP_NUM_THREADS": "1",
+           **FLIGHT_RECORDER, "CLUSTERCHECK_HANG_DIR": hang_dir,
+           "TORCH_FR_DUMP_TEMP_FILE": os.path.join(hang_dir, "flight_recorder_rank_"), **forwarded_env(), **launch.env}
     if ifname:
         env.setdefault("GLOO_SOCKET_IFNAME", ifname)
         env.setdefault("NCCL_SOCKET_IFNAME", ifname)
+    return env
+
+
+def env_file(env: Dict[str, str]) -> bytes:
+    """The environment as a file the node's shell sources: values travel in a file only the user can read
+    (the run directory, mode 0600), never on a command line that `ps` shows to every user."""
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in sorted(env.items())).encode()
+
+
+def run_tag(run_id: str, node: Node) -> str:
+    return f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
+
+
+def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_id: str, env_path: str) -> str:
+    tag = run_tag(run_id, node)
     script = launch.script_paths[node.name]
-    argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), interpreter(node), "-m", "torch.distributed.run",
+    argv = [interpreter(node), "-m", "torch.distributed.run",
             f"--nnodes={nnodes}", f"--nproc-per-node={launch.nproc[node.name]}", "--rdzv-backend=c10d",
             f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
             # read_timeout: the store's own deadline (default 60 s) fails agents that start slowly on a busy host
@@ -73,7 +88,7 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, ifnam
     # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
     # when torchrun ends (or is stopped) is killed, found through /proc by the node's own python.
     sweep = shlex.quote(_SWEEP) + " " + shlex.quote(f"CLUSTERCHECK_RUN={tag}")
-    return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; "
+    return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; . {shlex.quote(env_path)} || exit 1; "
             f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
             "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
             + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
@@ -157,9 +172,12 @@ def start_all(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed],
     handles: Dict[str, Running] = {}
     ifnames = {p.name: p.ifname for p in probed if p.facts}
     for node in nodes:
-        command = torchrun_command(node, launch, len(nodes), nodes[0].address, ifnames.get(node.name), run_id)
+        transport = cluster.transports[node.name]
         try:
-            handles[node.name] = cluster.transports[node.name].start(command)
+            env_path = transport.put(env_file(launch_env(node, launch, ifnames.get(node.name), run_id)),
+                                     f"{launch.name}.env")
+            handles[node.name] = transport.start(
+                torchrun_command(node, launch, len(nodes), nodes[0].address, run_id, env_path))
         except TransportError as exc:
             run = runs[node.name]
             run.error, run.lost, run.exit_code, run.ended_s = exc.detail, True, -1, 0.0
