@@ -187,3 +187,41 @@ def test_a_node_without_head_c_keeps_one_process_per_command(monkeypatch, tmp_pa
         assert node.session is None and "head -c missing" in node.session_problem
     finally:
         node.close()
+
+
+def test_a_loop_that_hears_nothing_from_its_tool_ends_every_command_by_itself(tmp_path):
+    """The tool's connection can vanish without an end reaching the node (a host gone, a cut link, a tool
+    stopped by a signal while the socket lingers): past LOST seconds without a line, the loop's watchdog
+    ends every command and the loop. Here the pipe stays open and only the heartbeat stops."""
+    from clustercheck.transport import agent
+    from clustercheck.transport.local import ProcessPipe
+
+    session = Session("silent", ProcessPipe, 30.0, lost_after_s=3)
+    agent._sessions.discard(session)   # no heartbeat for this one: the tool "is gone"
+    pid_file = tmp_path / "pid"
+    running = session.start(f"echo $$ > {pid_file}; exec sleep 300")
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    assert alive(pid)
+    assert wait_gone(pid, within_s=3 + 4), "the command outlived the loop's watchdog"
+    assert running.wait(5) is not None or session.dead
+    session.abandon()
+
+
+def test_a_loop_that_hears_the_heartbeat_keeps_its_commands(tmp_path):
+    from clustercheck.transport import agent
+    from clustercheck.transport.local import ProcessPipe
+
+    session = Session("beating", ProcessPipe, 30.0, lost_after_s=2)
+    try:
+        stop = time.monotonic() + 5
+        while time.monotonic() < stop:   # the heartbeat, faster than the module's, for a short LOST
+            session.beat()
+            time.sleep(0.3)
+        assert session.run("echo still here", 10).stdout == "still here\n"
+    finally:
+        agent._sessions.discard(session)
+        session.close()

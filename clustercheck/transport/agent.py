@@ -13,6 +13,7 @@ import itertools
 import secrets
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -59,8 +60,31 @@ class Pipe:
         raise NotImplementedError
 
 
-def agent_argv(boundary: str) -> List[str]:
-    return ["/bin/sh", "-c", AGENT, "clustercheck-agent", boundary]
+HEARTBEAT_S = 5.0          # the tool's heartbeat to every session loop
+LOST_AFTER_S = 60          # a loop that heard nothing for this long ends every command by itself
+
+
+def agent_argv(boundary: str, lost_after_s: float = LOST_AFTER_S) -> List[str]:
+    return ["/bin/sh", "-c", AGENT, "clustercheck-agent", boundary, "", str(int(lost_after_s))]
+
+
+_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+_beating = threading.Lock()
+_beater: List[threading.Thread] = []
+
+
+def _beat_forever() -> None:
+    while True:
+        time.sleep(HEARTBEAT_S)
+        for session in list(_sessions):
+            session.beat()
+
+
+def _start_heartbeat() -> None:
+    with _beating:
+        if not _beater:
+            _beater.append(threading.Thread(target=_beat_forever, name="clustercheck-heartbeat", daemon=True))
+            _beater[0].start()
 
 
 def quote_line(command: str) -> str:
@@ -163,7 +187,8 @@ def _feed(sink, data: bytes) -> None:
 class Session:
     """The loop on one node. Thread-safe: commands from several threads are in flight at once."""
 
-    def __init__(self, node: str, opener: Callable[[Sequence[str]], Pipe], hello_timeout_s: float):
+    def __init__(self, node: str, opener: Callable[[Sequence[str]], Pipe], hello_timeout_s: float,
+                 lost_after_s: float = LOST_AFTER_S):
         self.node = node
         self.boundary = secrets.token_hex(16)
         self.dir = ""
@@ -175,13 +200,15 @@ class Session:
         self._hello = threading.Event()
         self._gone = threading.Event()
         self._reader = FrameReader(self.boundary, self._sink)
-        self.pipe = opener(agent_argv(self.boundary))
+        self.pipe = opener(agent_argv(self.boundary, lost_after_s))
         threading.Thread(target=self._read, name=f"clustercheck-session-{node}", daemon=True).start()
         if not self._hello.wait(hello_timeout_s) or self.dead:
             why = self.pipe.errors().strip().splitlines()
             self.pipe.close()
             raise AgentUnavailable(why[-1] if why else ("it ended at once" if self.dead else
                                                         f"no answer within {hello_timeout_s:g} s"))
+        _sessions.add(self)
+        _start_heartbeat()
 
     # ---- reading -------------------------------------------------------------------------
     def _sink(self, frame: Frame, index: int):
@@ -246,6 +273,18 @@ class Session:
                 self.pipe.send(data)
         except Exception as exc:  # noqa: BLE001
             raise SessionLost(f"cannot send ({exc})") from None
+
+    def beat(self) -> None:
+        """The heartbeat line: the loop on the node hears that the tool is still there. Never waits long:
+        a send in progress (a payload) is itself a sign of life."""
+        if self.dead or not self._send_lock.acquire(timeout=0.5):
+            return
+        try:
+            self.pipe.send(b"B\n")
+        except Exception:  # noqa: BLE001 - a broken pipe is found by the reader, not here
+            pass
+        finally:
+            self._send_lock.release()
 
     def kill(self, job_id: int) -> None:
         try:

@@ -5,7 +5,10 @@ later command with no new exec of the login shell. It keeps the guard's promises
 every command runs in a session and process group of its own (setsid), is killed at its
 deadline (the tool sends K), and when stdin ends (the tool closed the channel, was killed, or
 the connection dropped) every command group still alive is killed, TERM then KILL, and the
-session's directory is removed.
+session's directory is removed. A connection can also vanish without its end reaching the node
+(a host gone, a link cut, a tool stopped by a signal while the kernel keeps the socket): the tool
+sends a heartbeat line every few seconds, and when no line at all came for LOST seconds ($3,
+default 60) a watchdog ends every command and the loop by itself.
 
 Requests, one line each (the tool's side is agent.py):
     R ID C 'quoted command'         run, the command inline (shell-quoted, newlines as "$N")
@@ -14,6 +17,7 @@ Requests, one line each (the tool's side is agent.py):
     K ID                            kill command ID's group (its deadline passed, or stop)
     P ID LEN MODE 'name' + LEN bytes   write a file into the session's directory
     Q                               kill everything, remove the directory, answer @Z
+    B                               heartbeat: the tool is still there (any line counts)
 Answers (written by one emitter process, so frames never interleave):
     @H 1 DIR                        ready; DIR is the session's directory
     @R ID RC T + stdout M stderr M  a run ended (T=1: killed at its deadline), M = the marker
@@ -26,6 +30,7 @@ Standard tools only: setsid, mkfifo, mktemp, head -c, cat, chmod, wc.
 
 AGENT = r'''
 B=$1
+LOST=${3:-60}
 umask 077
 trap '' PIPE
 # What the loop relies on; without it the tool falls back to one exec per command. head -c
@@ -91,10 +96,43 @@ killjob() {
   setsid /bin/sh -c 'sleep 1; kill -KILL -"$1"; rm -f "$2"' sh "$p" "$A/$1k.p" </dev/null >/dev/null 2>&1 4>&- &
   echo "$!" >"$A/$1k.p"
 }
+sweep() {  # every command group still alive: TERM, then KILL after a second; a second pass catches a
+           # job that had not yet written its pid when the first looked
+  sig=TERM; i=0
+  while :; do
+    alive=
+    for f in "$A"/*.p; do
+      [ -f "$f" ] && read -r p <"$f" && kill -"$sig" -"$p" 2>/dev/null && alive=1
+    done
+    i=$((i + 1))
+    [ -z "$alive" ] && [ "$i" -ge 2 ] && break
+    [ "$i" -ge 20 ] && sig=KILL
+    [ "$i" -ge 60 ] && break
+    sleep 0.05 2>/dev/null || sleep 1
+  done
+}
+watchdog() {  # no line from the tool for LOST seconds: it is gone; end everything, then the loop
+  trap - PIPE
+  n=0; : >"$A/w"
+  while sleep 1; do   # one second at a time: killed with the loop, it leaves no long sleep behind
+    n=$((n + 1))
+    [ "$n" -lt "$LOST" ] && continue
+    if [ "$A/alive" -nt "$A/w" ]; then n=0; : >"$A/w"; continue; fi
+    echo "clustercheck: no word from the tool for ${LOST} s: every command of this session stopped" >&2
+    kill -TERM "$loop" "$em" 2>/dev/null
+    sweep
+    rm -rf "$D"
+    exit 0
+  done
+}
 emitter <"$A/q" & em=$!
 exec 4>"$A/q"
+: >"$A/alive"
+loop=$$
+watchdog </dev/null >/dev/null 4>&- & wd=$!
 echo H >&4
 while read -r k id how rest; do
+  : >"$A/alive"
   case $k in
     R|S)
       c=
@@ -109,20 +147,8 @@ while read -r k id how rest; do
     Q) break ;;
   esac
 done
-# Every command group still alive, TERM then KILL after a second; a second pass catches a job
-# that had not yet written its pid when the first looked.
-sig=TERM; i=0
-while :; do
-  alive=
-  for f in "$A"/*.p; do
-    [ -f "$f" ] && read -r p <"$f" && kill -"$sig" -"$p" 2>/dev/null && alive=1
-  done
-  i=$((i + 1))
-  [ -z "$alive" ] && [ "$i" -ge 2 ] && break
-  [ "$i" -ge 20 ] && sig=KILL
-  [ "$i" -ge 60 ] && break
-  sleep 0.05 2>/dev/null || sleep 1
-done
+kill "$wd" 2>/dev/null
+sweep
 echo Q >&4; exec 4>&-
 wait "$em"
 rm -rf "$D"
