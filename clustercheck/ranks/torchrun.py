@@ -21,6 +21,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed, interpreter
+from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
 from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
 from clustercheck.ranks.stack_gather import gather_stacks, probe_command
@@ -33,12 +34,7 @@ PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no sta
 FORENSICS_TIMEOUT_S = 25.0
 FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
-_SWEEP = ("import os,sys\n"
-          "tag=sys.argv[1].encode()\n"
-          "for p in os.listdir('/proc'):\n"
-          " try:\n"
-          "  if p.isdigit() and tag in open('/proc/%s/environ'%p,'rb').read().split(b'\\0'): os.kill(int(p),9)\n"
-          " except OSError: pass")
+STARTED = ".started"   # made in the run directory as the launch starts: build locks newer than it are its own
 
 
 def forwarded_env() -> Dict[str, str]:
@@ -87,8 +83,9 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_i
     # torchrun starts its workers in sessions of their own, out of reach of the guard's group kill.
     # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
     # when torchrun ends (or is stopped) is killed, found through /proc by the node's own python.
-    sweep = shlex.quote(_SWEEP) + " " + shlex.quote(f"CLUSTERCHECK_RUN={tag}")
+    sweep = " ".join(shlex.quote(a) for a in (source("sweep.py").decode(), f"CLUSTERCHECK_RUN={tag}", STARTED))
     return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; . {shlex.quote(env_path)} || exit 1; "
+            f": >{STARTED}; "
             f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
             "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
             + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
