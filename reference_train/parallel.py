@@ -9,11 +9,7 @@ import os
 import torch
 import torch.distributed as dist
 from checks import log
-
-try:   # shipped beside the trainer by clustercheck; from the installed package when run by hand
-    from dsconfig import ConfigError, offloads, precision, read, resolve
-except ImportError:
-    from clustercheck.onnode.dsconfig import ConfigError, offloads, precision, read, resolve
+from dsconfig import ConfigError, offloads, precision, read, resolve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DS_CONFIGS = {"zero1": "ds_config_zero1.json", "zero2": "ds_config_zero2.json", "zero3": "ds_config_zero3.json",

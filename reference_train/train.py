@@ -44,11 +44,7 @@ from checks import (  # noqa: E402
     storage,
 )
 from data import ByteWindows, TokenWindows, batch_for, generated_corpus, global_batch, load_text  # noqa: E402
-
-try:   # shipped beside this file by clustercheck; from the installed package when run by hand
-    from dsconfig import ConfigError, mode_of, own_schedule, read  # noqa: E402
-except ImportError:
-    from clustercheck.onnode.dsconfig import ConfigError, mode_of, own_schedule, read
+from dsconfig import ConfigError, mode_of, own_schedule, read  # noqa: E402
 from hf import LORA_TARGETS  # noqa: E402
 from model import PRESETS, build  # noqa: E402
 from parallel import ranks_agree, weights_checksum, wrap  # noqa: E402

@@ -91,11 +91,18 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_i
             + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
 
 
+def start_window(stall_s: float) -> float:
+    """How long ranks may stay silent from their start (imports, rendezvous, process groups, the model)
+    before that silence is a hang: twice the stall window, at least a minute."""
+    return max(2 * stall_s, 60.0)
+
+
 class StallClock:
     """When the ranks last made progress, the longest gap seen, and whether the quiet now is a stall."""
 
     def __init__(self, launch: Launch):
         self.launch = launch
+        self.started = time.monotonic()
         self.last: Optional[float] = None
         self.paused = False
         self.longest = 0.0
@@ -108,14 +115,17 @@ class StallClock:
             self.last, self.paused = now, False
         elif kind in PAUSE_EVENTS:
             self.paused = True
-        elif self.last is not None:
+        else:   # a sign of life (the run started, a model was read): the quiet starts again
             self.last = now
 
     def stalled(self) -> Optional[float]:
         """Seconds without progress once past the window (3x the longest gap seen, if longer), else None."""
         launch = self.launch
-        if not launch.stall_s or self.last is None or self.paused:
+        if not launch.stall_s or self.paused:
             return None
+        if self.last is None:   # not one word since the start: stuck at rendezvous, set-up or a lock
+            quiet = time.monotonic() - self.started
+            return quiet if quiet > start_window(launch.stall_s) else None
         quiet = time.monotonic() - self.last
         window = max(launch.stall_s, 3 * self.longest)
         window = min(window, max(launch.stall_s, launch.stall_cap_s)) if launch.stall_cap_s else window

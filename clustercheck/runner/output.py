@@ -13,6 +13,7 @@ from typing import Any, Dict, List, NoReturn, Sequence
 
 import click
 
+from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.display.report_files import new_report_path, write_report
 from clustercheck.runner.options import ClusterOptions, OutputOptions, from_params, to_args
 from clustercheck.runner.stage import RunResult, Stage, run_stages
@@ -35,15 +36,25 @@ class StageView:
         self.stage = stage
         self.result = run.stages[0]
         self.exit_code = run.exit_code
+        self.interrupted = run.interrupted
+
+    @property
+    def gathered(self) -> bool:
+        """The stage's own views need its facts: a stage stopped half way shows its findings only."""
+        return self.result.facts is not None
 
     def to_json(self, command: str) -> Dict:
+        if not self.gathered:
+            return {**json_header(self.stage.name, self.result.findings), "interrupted": self.interrupted}
         return self.stage.to_json(self.result)
 
     def render_terminal(self, verbose: bool) -> str:
+        if not self.gathered:
+            return "\n".join(findings_lines(self.result.findings, verbose=True))
         return self.stage.render_terminal(self.result, verbose)
 
     def write_report(self, out: OutputOptions, command: str) -> List[str]:
-        if not out.report:
+        if not out.report or not self.gathered:
             return []
         path = new_report_path(self.stage.name, out.reports_dir)
         images = self.stage.save_images(self.result, path[:-3])
@@ -63,6 +74,10 @@ def finish(view, out: OutputOptions) -> NoReturn:
         click.echo(view.render_terminal(out.verbose))
     for note in notes:
         click.echo(note, err=out.as_json)
+    stopped_by = getattr(view, "interrupted", "") or getattr(getattr(view, "run", None), "interrupted", "")
+    if stopped_by:
+        click.echo(f"Interrupted ({stopped_by}): remote commands were stopped; what was found so far is above.",
+                   err=True)
     sys.exit(view.exit_code)
 
 

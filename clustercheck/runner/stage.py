@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from clustercheck.core.errors import EXIT_INTERRUPTED
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status, worst
 from clustercheck.node.layer import NodeLayer
+from clustercheck.runner import interrupt
 from clustercheck.runner.options import to_args
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 
@@ -45,6 +47,7 @@ NOTHING_CHECKED = "nothing was checked"
 class RunResult:
     nodes: List[Node]
     stages: List[StageResult]
+    interrupted: str = ""      # the signal that stopped the run ("" when it ran to its end)
 
     @property
     def findings(self) -> List[Finding]:
@@ -61,7 +64,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return worst(self.findings).exit_code
+        return EXIT_INTERRUPTED if self.interrupted else worst(self.findings).exit_code
 
 
 class Stage:
@@ -118,13 +121,12 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
     pointless is skipped with the reason. The node layer's shared findings go with the first stage
     that needed the nodes."""
     say = progress or (lambda stage, text: None)
-    results: List[StageResult] = []
+    results = [StageResult(stage.name, command=stage.command(cluster_args)) for stage in stages]
+    run = RunResult(list(nodes), results)
     with Cluster(nodes, fanout) as cluster:
         layer = NodeLayer(cluster, nodes)
         done: List[tuple] = []
-        for stage in stages:
-            result = StageResult(stage.name, command=stage.command(cluster_args))
-            results.append(result)
+        for stage, result in zip(stages, results):
             if selected is not None and stage.name not in selected:
                 result.skipped = "not selected"
                 continue
@@ -135,12 +137,29 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
                 continue
             say(stage.name, "running")
             start = time.monotonic()
-            result.facts = stage.gather(layer)
+            try:
+                result.facts = stage.gather(layer)
+            except KeyboardInterrupt:   # Ctrl-C, or SIGTERM from `timeout`, Slurm or systemd: keep what was found
+                run.interrupted = interrupt.reason() or "Ctrl-C"
+                stopped(run, stage, result, layer, start)
+                break
             result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
             result.wall_s = time.monotonic() - start
             done.append((stage, result))
             say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
-    return RunResult(list(nodes), results)
+    return run
+
+
+def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer, start: float) -> None:
+    """The stage that was running when the run was stopped is UNKNOWN, and every later one not run: what
+    the earlier stages found stands."""
+    result.findings = layer.take_findings() + [Finding(
+        f"{stage.name}.interrupted", Status.UNKNOWN, f"{stage.name} was stopped ({run.interrupted}) before it "
+                                                     f"finished: nothing of it was judged", [],
+        f"run `{result.command}` again")]
+    result.wall_s = time.monotonic() - start
+    for later in run.stages[run.stages.index(result) + 1:]:
+        later.skipped = later.skipped or f"the run was stopped ({run.interrupted})"
 
 
 def only_what_was_checked(layer: NodeLayer, findings: List[Finding]) -> List[Finding]:

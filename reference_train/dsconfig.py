@@ -1,0 +1,1 @@
+../clustercheck/onnode/dsconfig.py
