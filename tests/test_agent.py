@@ -193,11 +193,11 @@ def test_a_loop_that_hears_nothing_from_its_tool_ends_every_command_by_itself(tm
     """The tool's connection can vanish without an end reaching the node (a host gone, a cut link, a tool
     stopped by a signal while the socket lingers): past LOST seconds without a line, the loop's watchdog
     ends every command and the loop. Here the pipe stays open and only the heartbeat stops."""
-    from clustercheck.transport import agent
+    from clustercheck.transport import heartbeat
     from clustercheck.transport.local import ProcessPipe
 
     session = Session("silent", ProcessPipe, 30.0, lost_after_s=3)
-    agent._sessions.discard(session)   # no heartbeat for this one: the tool "is gone"
+    heartbeat.forget(session)   # no heartbeat for this one: the tool "is gone"
     pid_file = tmp_path / "pid"
     running = session.start(f"echo $$ > {pid_file}; exec sleep 300")
     deadline = time.monotonic() + 5
@@ -212,7 +212,7 @@ def test_a_loop_that_hears_nothing_from_its_tool_ends_every_command_by_itself(tm
 
 
 def test_a_loop_that_hears_the_heartbeat_keeps_its_commands(tmp_path):
-    from clustercheck.transport import agent
+    from clustercheck.transport import heartbeat
     from clustercheck.transport.local import ProcessPipe
 
     session = Session("beating", ProcessPipe, 30.0, lost_after_s=2)
@@ -223,5 +223,5 @@ def test_a_loop_that_hears_the_heartbeat_keeps_its_commands(tmp_path):
             time.sleep(0.3)
         assert session.run("echo still here", 10).stdout == "still here\n"
     finally:
-        agent._sessions.discard(session)
+        heartbeat.forget(session)
         session.close()

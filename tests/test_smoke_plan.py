@@ -42,3 +42,44 @@ def test_a_relative_checkpoint_dir_is_bad_input_before_anything_runs():
     proc = clustercheck("smoke", "--checkpoint-dir", "ckpt")
     assert proc.returncode == 64
     assert "--checkpoint-dir must be an absolute path" in proc.stderr and "'ckpt'" in proc.stderr
+
+
+def _finished(runs, summary=True):
+    """A smoke run whose ranks all reported (the summary) and whose torchruns ended as `runs` say."""
+    from clustercheck.core.inventory import Node
+    from clustercheck.node.facts import Probed
+    from clustercheck.ranks.runs import LaunchResult
+    from clustercheck.stages.smoke.facts import SmokeFacts
+    from clustercheck.transport.base import NodeResult, Outcome
+
+    events = [{"event": "summary", "mode": "ddp", "world": 4, "steps": 10, "first_loss": 5.0, "last_loss": 2.0,
+               "weights_agree": True, "nonfinite": None, "losses": {}, "reference": None,
+               "reference_skipped": "x", "ranks": [], "tokens_per_s": 1.0, "tokens_per_s_per_rank": 0.25,
+               "peak_mem_mb": 1.0, "elapsed_s": 1.0, "node": "n1"}] if summary else []
+    runs["n1"].events = events
+    nodes = [Node(name) for name in runs]
+    stage = LaunchResult("train", runs, 1.0, {"mode": "ddp", "save_at": 5})
+    return SmokeFacts(nodes, [Probed(n, NodeResult(n.name, Outcome.OK), facts={}) for n in nodes], stage=stage)
+
+
+ABORT = ["terminate called without an active exception",
+         "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6) local_rank: 1",
+         "  exitcode  : -6 (pid: 4242)", "  error_file: <N/A>", "  traceback : Signal 6 (SIGABRT) received by PID 4242"]
+
+
+def test_an_abort_at_exit_after_every_rank_reported_is_a_warning_about_teardown_not_a_crash():
+    from clustercheck.stages.smoke.rules import judge_smoke
+
+    runs = {"n1": NodeRun("n1", exit_code=0), "n2": NodeRun("n2", exit_code=1, stderr="\n".join(ABORT))}
+    found = {f.check: f for f in judge_smoke(_finished(runs), 600)}
+    assert "smoke.crashed" not in found and found["smoke.exit"].status.name == "WARN", found
+    assert found["smoke.exit"].nodes == ["n2"] and "terminate called" in " ".join(found["smoke.exit"].evidence)
+
+
+def test_an_abort_before_the_summary_is_still_a_crash():
+    from clustercheck.stages.smoke.rules import judge_smoke
+
+    runs = {"n1": NodeRun("n1", exit_code=1, stderr="\n".join(ABORT), stderr_tail=ABORT),
+            "n2": NodeRun("n2", exit_code=0)}
+    found = [f for f in judge_smoke(_finished(runs, summary=False), 600) if f.status.name == "FAIL"]
+    assert found and found[0].check.startswith("smoke.") and found[0].nodes == ["n1"], found

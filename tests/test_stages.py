@@ -154,11 +154,6 @@ def test_a_stage_imports_no_other_stage(stage):
                 assert not any(t == o or t.startswith(o + ".") for t in targets for o in others), (rel, module)
 
 
-def test_no_module_is_over_400_lines():
-    long = {rel: sum(1 for _ in open(path)) for rel, path in modules()}
-    assert {rel: n for rel, n in long.items() if n > 400} == {}
-
-
 def test_every_command_body_is_at_most_15_lines():
     commands = os.path.join(ROOT, "commands")
     for name in os.listdir(commands):

@@ -16,6 +16,7 @@ without it (the trainer run by hand) nothing is installed. Nothing here raises: 
 cannot install the hook trains all the same.
 """
 
+import atexit
 import faulthandler
 import json
 import os
@@ -48,7 +49,10 @@ def install() -> None:
         stack_file = open(os.path.join(where, f"stack.{rank()}.txt"), "w")
         faulthandler.register(STACK_SIGNAL, file=stack_file, all_threads=True, chain=False)
         _installed.append(stack_file)
-        threading.Thread(target=_watch, args=(where,), name="clustercheck-hang", daemon=True).start()
+        watcher = threading.Thread(target=_watch, args=(where,), name="clustercheck-hang", daemon=True)
+        watcher.start()
+        _installed.append(watcher)
+        atexit.register(_stop_watching)
     except (OSError, RuntimeError, ValueError):
         pass
 
@@ -63,10 +67,20 @@ def step(number: int) -> None:
     progress["at"] = time.time()
 
 
+_stop = threading.Event()
+
+
+def _stop_watching() -> None:
+    """At exit: the watcher must not be inside torch's C++ (a flight-recorder dump) when the interpreter
+    tears down, where a daemon thread is ended by a forced unwind that aborts the rank (SIGABRT)."""
+    _stop.set()
+    for thread in _installed[1:]:
+        thread.join(timeout=2.0)
+
+
 def _watch(where: str) -> None:
     request, seen = os.path.join(where, "request"), None
-    while True:
-        time.sleep(POLL_S)
+    while not _stop.wait(POLL_S):
         try:
             with open(request) as handle:
                 token = handle.read().strip()

@@ -93,3 +93,23 @@ def telling_line(lines: List[str]) -> str:
         if hits:
             return hits[-1][:400]
     return keep[-1][:400] if keep else ""
+
+
+# What a process that aborted while the interpreter or C++ runtime tore down prints (std::terminate on a
+# joinable std::thread, a forced unwind caught without rethrow, CPython's fatal abort), and how torchrun
+# reports a worker ended by SIGABRT.
+ABORT_MARKS = ("terminate called without an active exception", "FATAL: exception not rethrown",
+               "Fatal Python error: Aborted", "Signal 6 (SIGABRT)", "exitcode  : -6", "exitcode: -6")
+
+
+def aborted_at_exit(run: NodeRun) -> bool:
+    """The node's torchrun failed only because a rank aborted (SIGABRT) as it exited: judged with the
+    run's summary, which proves every rank finished training, this is teardown, not a crash in training."""
+    return run.exit_code not in (0, None) and not run.lost and any(mark in run.stderr for mark in ABORT_MARKS)
+
+
+def ended_well(stage: Optional["LaunchResult"], summary: Optional[Dict]) -> bool:
+    """Every rank finished (the summary, which every rank's numbers went into) and every node's torchrun
+    ended cleanly, or failed only by an abort at exit."""
+    return (stage is not None and summary is not None
+            and all(r.exit_code == 0 or aborted_at_exit(r) for r in stage.runs.values()))

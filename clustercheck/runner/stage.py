@@ -141,7 +141,7 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
                 result.facts = stage.gather(layer)
             except KeyboardInterrupt:   # Ctrl-C, or SIGTERM from `timeout`, Slurm or systemd: keep what was found
                 run.interrupted = interrupt.reason() or "Ctrl-C"
-                stopped(run, stage, result, layer, start)
+                stopped(run, stage, result, layer, start, selected)
                 break
             result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
             result.wall_s = time.monotonic() - start
@@ -150,7 +150,8 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
     return run
 
 
-def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer, start: float) -> None:
+def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer, start: float,
+            selected: Optional[Sequence[str]]) -> None:
     """The stage that was running when the run was stopped is UNKNOWN, and every later one not run: what
     the earlier stages found stands."""
     result.findings = layer.take_findings() + [Finding(
@@ -159,7 +160,13 @@ def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer,
         f"run `{result.command}` again")]
     result.wall_s = time.monotonic() - start
     for later in run.stages[run.stages.index(result) + 1:]:
-        later.skipped = later.skipped or f"the run was stopped ({run.interrupted})"
+        if selected is not None and later.name not in selected:
+            later.skipped = "not selected"
+            continue
+        later.skipped = f"the run was stopped ({run.interrupted})"
+        later.findings = [Finding(f"{later.name}.interrupted", Status.UNKNOWN,
+                                  f"{later.name} was not run: the run was stopped ({run.interrupted})", [],
+                                  f"run `{later.command}`")]
 
 
 def only_what_was_checked(layer: NodeLayer, findings: List[Finding]) -> List[Finding]:

@@ -13,10 +13,10 @@ import itertools
 import secrets
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from clustercheck.transport import heartbeat
 from clustercheck.transport.agent_sh import AGENT
 from clustercheck.transport.base import (
     Capture,
@@ -60,31 +60,11 @@ class Pipe:
         raise NotImplementedError
 
 
-HEARTBEAT_S = 5.0          # the tool's heartbeat to every session loop
 LOST_AFTER_S = 60          # a loop that heard nothing for this long ends every command by itself
 
 
 def agent_argv(boundary: str, lost_after_s: float = LOST_AFTER_S) -> List[str]:
     return ["/bin/sh", "-c", AGENT, "clustercheck-agent", boundary, "", str(int(lost_after_s))]
-
-
-_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
-_beating = threading.Lock()
-_beater: List[threading.Thread] = []
-
-
-def _beat_forever() -> None:
-    while True:
-        time.sleep(HEARTBEAT_S)
-        for session in list(_sessions):
-            session.beat()
-
-
-def _start_heartbeat() -> None:
-    with _beating:
-        if not _beater:
-            _beater.append(threading.Thread(target=_beat_forever, name="clustercheck-heartbeat", daemon=True))
-            _beater[0].start()
 
 
 def quote_line(command: str) -> str:
@@ -207,8 +187,7 @@ class Session:
             self.pipe.close()
             raise AgentUnavailable(why[-1] if why else ("it ended at once" if self.dead else
                                                         f"no answer within {hello_timeout_s:g} s"))
-        _sessions.add(self)
-        _start_heartbeat()
+        heartbeat.keep(self)
 
     # ---- reading -------------------------------------------------------------------------
     def _sink(self, frame: Frame, index: int):

@@ -25,7 +25,7 @@ from clustercheck.node.readiness import (
 )
 from clustercheck.onnode import TRAINER_ENTRY, trainer_files
 from clustercheck.planner.memory import Shape, Workload, parse_config
-from clustercheck.ranks.runs import Launch
+from clustercheck.ranks.runs import Launch, ended_well
 from clustercheck.ranks.torchrun import run_torchrun, ship
 from clustercheck.stages.smoke.facts import SmokeFacts
 from clustercheck.stages.smoke.options import SmokeOptions
@@ -97,7 +97,7 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
             "train", paths, trainer_args(options, facts.save_dir), facts.nproc, options.rdzv_port, options.timeout_s,
             config=config, stall_s=options.stall_s), progress)
         left_s = options.timeout_s - (time.monotonic() - started)
-        if facts.summary is not None and all(r.exit_code == 0 for r in facts.stage.runs.values()) and left_s > 5:
+        if ended_well(facts.stage, facts.summary) and left_s > 5:
             facts.resume = run_torchrun(cluster, nodes, probed, Launch(
                 "resume", paths, trainer_args(options, facts.save_dir, resume=True), facts.nproc, options.rdzv_port,
                 left_s, config=config, stall_s=options.stall_s), progress)

@@ -10,13 +10,13 @@ repeat the same losses; and no node far slower than the others.
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, gpus
 from clustercheck.planner.fit import mode_fit
-from clustercheck.ranks.runs import LaunchResult
+from clustercheck.ranks.runs import ABORT_MARKS, LaunchResult, aborted_at_exit, ended_well
 from clustercheck.ranks.stacks import ranges
 from clustercheck.stages.smoke.classify import classify
 from clustercheck.stages.smoke.facts import SmokeFacts
@@ -138,7 +138,7 @@ def resumed(facts: SmokeFacts, timeout_s: float) -> List[Finding]:
         return [Finding("smoke.checkpoint", Status.WARN, "the resume from the checkpoint was not run",
                         ["no time left before the deadline"], "raise --timeout", [])]
     summary = facts.resumed_summary
-    if summary is None or not all(r.exit_code == 0 for r in facts.resume.runs.values()):
+    if not ended_well(facts.resume, summary):
         return [failure(facts, facts.resume, timeout_s, f"resuming from the checkpoint of step {save_at}")]
     tolerance = RESUME_TOLERANCE[_precision_key(facts.stage)]
     before, after = facts.summary.get("losses") or {}, summary.get("losses") or {}
@@ -190,14 +190,30 @@ def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_
     findings = cannot_take_part(facts) + memory_plan(facts)
     if facts.stage is None:
         return findings
-    if facts.summary is None or not all(r.exit_code == 0 for r in facts.stage.runs.values()):
+    if not ended_well(facts.stage, facts.summary):
         return findings + [failure(facts, facts.stage, timeout_s)]
+    findings += aborts_at_exit(facts.stage, facts.resume)
     findings += job_shape(facts)
     findings += storage(facts)
     findings += numbers(facts, min_loss_drop)
     findings += resumed(facts, timeout_s)
     findings += throughput(facts)
     return findings
+
+
+def aborts_at_exit(*stages: Optional[LaunchResult]) -> List[Finding]:
+    """Ranks that finished training and then aborted as their process exited: a WARN about teardown (the
+    run's numbers stand), with the line that says so, never a crash in training."""
+    runs = [(stage.name, node, run) for stage in stages if stage is not None for node, run in stage.runs.items()
+            if aborted_at_exit(run)]
+    if not runs:
+        return []
+    nodes = sorted({node for _, node, _ in runs})
+    marks = sorted({mark for _, _, run in runs for mark in ABORT_MARKS if mark in run.stderr})
+    return [Finding("smoke.exit", Status.WARN, f"a rank on {fold(nodes)} aborted (SIGABRT) as it exited, after "
+                                               f"training finished and every rank reported", marks,
+                    "the run's numbers stand; an abort at teardown usually comes from a library's thread still "
+                    "running at exit: report it with the node's versions (clustercheck env)", nodes)]
 
 
 def cannot_take_part(facts: SmokeFacts) -> List[Finding]:
