@@ -12,8 +12,10 @@ passed; NVIDIA's cluster-readiness-engine screens with groups before it isolates
    suspects; the nodes of the fast pairs have passed.
 2. confirm: each suspect exchanges with a node that passed, a different one each round, until it
    is slow with two of them (a slow node) or fast with one (then its partner or their link was
-   slow). Mixed results need two more votes on one side than the other side has; five tries
-   without that leave the node undecided, which is reported as such.
+   slow). Mixed results need two more votes on one side than the other side has; once every
+   node that passed has been tried, each slow exchange of the suspect with one of them is
+   measured once more (fast the second time: it was noise, and counts as fast); five tries
+   without a majority, or none left, leave the node undecided, which is reported as such.
 3. retest: a slow pair whose two nodes both proved fast is measured again: slow twice is a slow
    link, fast the second time was noise.
 A few bad nodes cost three rounds whatever N: screen, confirm, confirm. More suspects than nodes
@@ -73,6 +75,7 @@ class Isolation:
         self.links: List[Pair] = []                  # slow twice, both nodes fast with others
         self.noise: List[Pair] = []                  # slow once, fast when measured again
         self.measured: List[Tuple[int, str, str, str, float]] = []   # round, phase, a, b, GB/s
+        self.remeasured: Set[Pair] = set()           # a suspect's slow exchange with a passed node, tried again
         self.rounds = 0
         self._phases: Dict[Pair, str] = {}           # the round planned and not yet recorded
 
@@ -108,8 +111,18 @@ class Isolation:
             tried = self.partners(node)
             free = [g for g in good if g != node and g not in busy and g not in tried]
             if not free:
-                if not [g for g in good if g != node and g not in tried]:
-                    self.state[node] = "undecided"      # every node that passed has been tried
+                if [g for g in good if g != node and g not in tried]:
+                    continue                            # a partner is free next round
+                # Every node that passed has been tried and the votes are mixed: a slow exchange with a
+                # node that passed is measured once more (noise on a busy host), before "undecided".
+                again = [g for g in self.slow_with[node] if g in good and g not in busy
+                         and (node, g) not in self.remeasured]
+                if not again:
+                    self.state[node] = "undecided"
+                    continue
+                self.remeasured.add((node, again[0]))
+                pairs.append((node, again[0], "reconfirm"))
+                busy |= {node, again[0]}
                 continue
             partner = min(free, key=lambda g: uses[g])
             uses[partner] += 1
@@ -147,6 +160,13 @@ class Isolation:
             elif phase == "retest":
                 self.slow_pairs.discard((a, b))
                 (self.links if slow else self.noise).append((a, b))
+            elif phase == "reconfirm":
+                if not slow:   # fast the second time: the first was noise, and counts as fast
+                    self.slow_with[a].remove(b)
+                    self.fast_with[a].append(b)
+                    self.slow_pairs.discard((a, b))
+                    self.noise.append((a, b))
+                self._decide(a)
             else:
                 (self.slow_with if slow else self.fast_with)[a].append(b)
                 if slow:
