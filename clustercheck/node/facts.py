@@ -8,7 +8,8 @@ probe could not collect is None, never a guess.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.inventory import Node
@@ -131,29 +132,23 @@ class Probed:
     problem: str = ""                  # why there are no facts, in words
     clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
     clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
-    _derived: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.node.name
 
-    def _once(self, key: str, compute):
-        if key not in self._derived:
-            self._derived[key] = compute()
-        return self._derived[key]
-
-    @property
+    @cached_property
     def interface(self) -> Tuple[Optional[str], str]:
         """(the training interface, how it was chosen): see training_interface."""
-        return self._once("interface", lambda: training_interface(self.facts or {}, self.node.ifname))
+        return training_interface(self.facts or {}, self.node.ifname)
 
     @property
     def ifname(self) -> Optional[str]:
         return self.interface[0]
 
-    @property
+    @cached_property
     def gpu_count(self) -> Optional[int]:
-        return self._once("gpu_count", lambda: gpu_count(self.facts) if self.facts is not None else None)
+        return gpu_count(self.facts) if self.facts is not None else None
 
     @property
     def torch(self) -> Optional[str]:

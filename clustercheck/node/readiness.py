@@ -29,7 +29,8 @@ def choose_backend(probed: Sequence[Probed], requested: str) -> str:
 
 def missing_packages(probed: Sequence[Probed], wanted: Sequence[str]) -> Dict[str, List[str]]:
     """Nodes without some of the packages a run needs (the probe read every node's installed packages): which."""
-    return {p.name: p.missing(wanted) for p in probed if p.missing(wanted)}
+    lacking = {p.name: p.missing(wanted) for p in probed}
+    return {node: names for node, names in lacking.items() if names}
 
 
 def missing_text(names: Sequence[str], python: str = "") -> str:
