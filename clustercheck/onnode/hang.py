@@ -51,8 +51,7 @@ def install() -> None:
         _installed.append(stack_file)
         watcher = threading.Thread(target=_watch, args=(where,), name="clustercheck-hang", daemon=True)
         watcher.start()
-        _installed.append(watcher)
-        atexit.register(_stop_watching)
+        atexit.register(_stop_watching, watcher)
     except (OSError, RuntimeError, ValueError):
         pass
 
@@ -70,12 +69,11 @@ def step(number: int) -> None:
 _stop = threading.Event()
 
 
-def _stop_watching() -> None:
+def _stop_watching(watcher: threading.Thread) -> None:
     """At exit: the watcher must not be inside torch's C++ (a flight-recorder dump) when the interpreter
     tears down, where a daemon thread is ended by a forced unwind that aborts the rank (SIGABRT)."""
     _stop.set()
-    for thread in _installed[1:]:
-        thread.join(timeout=2.0)
+    watcher.join(timeout=2.0)
 
 
 def _watch(where: str) -> None:
