@@ -64,7 +64,7 @@ def test_a_file_that_is_neither_json_nor_a_table_is_bad_input_naming_it(tmp_path
         read_baseline(str(path))
     assert str(path) in str(caught.value) and "no table rows" in str(caught.value)
     nameless = tmp_path / "run1.log"
-    with open(data("all_reduce_perf_multinode.txt")) as handle:
+    with open(data("all_gather_perf_2x2080ti.txt")) as handle:    # its columns fit all_gather and alltoall
         nameless.write_text(handle.read())
     with pytest.raises(InputError, match="which collective"):
         read_baseline(str(nameless))

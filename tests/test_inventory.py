@@ -126,3 +126,13 @@ def test_mpich_and_open_mpi_machinefiles_are_read_for_what_they_are():
     assert (openmpi[0].slots, openmpi[0].port) == (8, None)
     ports = parse_inventory("login2:2222\nlogin3:22\nalice@login4:222\n", "nodes")
     assert [(n.slots, n.port) for n in ports] == [(None, 2222), (None, 22), (None, 222)]
+
+
+def test_a_nodes_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Was: refused ("\ufeffworker-1" is no host name). Editors on Windows save UTF-8 with the mark
+    EF BB BF first (as the hosts files in x-falcon/Virtual-Hosts#56 and microsoft/WSL#9642 had it);
+    DeepSpeed's own hostfile lines, saved that way."""
+    path = tmp_path / "hostfile"
+    path.write_bytes(b"\xef\xbb\xbf" + "worker-1 slots=4\nworker-2 slots=4\n".encode())
+    nodes = read_inventory(str(path))
+    assert [(n.name, n.slots, n.source) for n in nodes] == [("worker-1", 4, f"{path}:1"), ("worker-2", 4, f"{path}:2")]

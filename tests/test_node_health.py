@@ -414,9 +414,9 @@ def test_roce_is_reported_as_roce_and_counters_and_firmware_are_judged():
     assert checks["same.HCA firmware"].nodes == ["node02"] and "28.39.1002" in checks["same.HCA firmware"].summary
     counters = checks["rdma.counters"]
     assert counters.status is Status.WARN
-    assert "mlx5_1/1: link_downed 255, excessive_buffer_overrun_errors 15" in counters.evidence[0]
-    assert "mlx5_0/1: excessive_buffer_overrun_errors 15;" in counters.evidence[0]   # 15 is over 10
-    assert "port_rcv_errors" not in counters.evidence[0]                             # 14 is under 100
+    # link_downed counts whatever the traffic; 15 overruns and 14 receive errors in 3e11 packets are noise
+    # (tests/test_node_health_recorded.py: counters against traffic)
+    assert counters.evidence == ["node[01-04]: mlx5_1/1: link_downed 255"]
 
 
 def test_the_report_shows_each_distinct_topology_once():

@@ -24,9 +24,10 @@ from clustercheck.tools.node_health import check_this_node, reason, verdict
 def node_check(workdir, timeout_s, config_path, expected_gpus, reason_only, verbose):
     """This node's health in a few seconds, as a Nagios check (for Slurm's HealthCheckProgram or a prolog).
 
-    GPU health (Xid, ECC, retired rows, temperature, GPUs lost), InfiniBand ports, /dev/shm,
-    memlock and the working directory's disk. Prints one line: CLUSTERCHECK OK|WARNING|CRITICAL|UNKNOWN
-    - reason. Exit code 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, 64 bad input.
+    GPU health (Xid, ECC, retired rows, temperature, GPUs lost), GPU topology and NVLink,
+    InfiniBand ports and counters, /dev/shm, memlock and the working directory's disk. Prints one
+    line: CLUSTERCHECK OK|WARNING|CRITICAL|UNKNOWN - reason. Exit code 0 OK, 1 WARNING, 2 CRITICAL,
+    3 UNKNOWN, 64 bad input.
 
     \b
     Example (drain the node when it is CRITICAL, exit 2):

@@ -175,6 +175,7 @@ def parse_inventory(text: str, source: str = "<inventory>", defaults: Defaults =
     """Parse a whole inventory; any error names the source and line, and nothing is contacted."""
     nodes: List[Node] = []
     seen = {}
+    text = text[1:] if text.startswith("\ufeff") else text   # the byte-order mark editors on Windows write first
     for number, raw in enumerate(text.splitlines(), start=1):
         body = raw.split("#", 1)[0].strip()
         if not body:

@@ -2,7 +2,7 @@
 
 Standard library only, Python 3.6+; shipped with env_probe.py. One entry per port: state,
 physical state, rate, link layer, the HCA's model and firmware, and the error counters
-the port keeps (what a down or flapping link leaves behind).
+the port keeps (what a down or flapping link leaves behind) with the traffic they are judged against.
 """
 
 import os
@@ -16,6 +16,8 @@ except ImportError:  # shipped to a node
 ERROR_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
                   "port_rcv_remote_physical_errors", "port_xmit_discards", "local_link_integrity_errors",
                   "excessive_buffer_overrun_errors")
+# the traffic since the same reset: packets, and data in 4-byte words (64-bit on current kernels and HCAs)
+TRAFFIC_COUNTERS = ("port_rcv_packets", "port_xmit_packets", "port_rcv_data", "port_xmit_data")
 
 
 def _state(text):
@@ -25,7 +27,7 @@ def _state(text):
 
 def _counters(port_dir):
     counters = {}
-    for name in ERROR_COUNTERS:
+    for name in ERROR_COUNTERS + TRAFFIC_COUNTERS:
         value = read(os.path.join(port_dir, "counters", name))
         if value is not None and value.strip().isdigit():
             counters[name] = int(value)

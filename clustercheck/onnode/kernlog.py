@@ -1,5 +1,6 @@
 """NVIDIA Xid events from the kernel log: every distinct (Xid, GPU) with its count, first and
-last time and latest message, so that a storm of routine events never pushes a critical one out.
+last time, latest message and the Xids its lines name as their cause, so that a storm of routine
+events never pushes a critical one out.
 
 Standard library only, Python 3.6+; shipped with env_probe.py. Reads /dev/kmsg (this boot),
 else `journalctl -k -b 0`, else /var/log/kern.log or /var/log/messages (from the last boot on).
@@ -20,6 +21,7 @@ except ImportError:  # shipped to a node
     from nodelib import read, run
 
 XID_RE = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")   # the driver's words on an Xid 45 that another Xid caused
 PCI_RE = re.compile(r"\b([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\b")
 KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
 STAMPS = (   # (pattern near the start of a line, how to make it a time people read)
@@ -32,7 +34,7 @@ STAMPS = (   # (pattern near the start of a line, how to make it a time people r
 )
 DRIVER_LOADED = "NVRM: loading NVIDIA UNIX"   # the module's first line at each load
 BOOTED = re.compile(r"kernel: (\[\s*[\d.]+\] )?Linux version ")   # a kernel's first line, in syslog files
-MAX_DISTINCT = 256      # distinct (Xid, GPU) pairs kept; the count of the rest is kept too
+MAX_DISTINCT = 256      # distinct (Xid, GPU) pairs kept; the rest are kept by Xid alone
 LOG_TAIL_BYTES = 32 * 2 ** 20
 KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages")
 
@@ -87,9 +89,21 @@ def since_boot(lines):
     return _from_last(lines, BOOTED.search)
 
 
+def _count(found, key, fields, message, when, line):
+    """One more line of the event `key` in `found`: its count, last time and message, and the causes it names."""
+    event = found.setdefault(key, dict(fields, count=0, first=when, first_line=message))
+    event["count"] += 1
+    event["last"] = when
+    event["line"] = message
+    causes = sorted(set(event.get("causes", [])) | {int(n) for n in CAUSED_BY.findall(line)})
+    if causes:
+        event["causes"] = causes
+
+
 def xid_events(lines, boot=None):
-    """Aggregate Xid lines: one entry per distinct (Xid, GPU), in order of first appearance."""
-    found, order, other = {}, [], 0
+    """Aggregate Xid lines: one entry per distinct (Xid, GPU), in order of first appearance; and, past
+    MAX_DISTINCT pairs, one entry per Xid for the rest (their GPU named only in their message)."""
+    found, not_kept = {}, {}
     mentioned = "?"   # the GPU an NVRM message named last: "fallen off the bus" may come lines later
     for line in lines:
         match = XID_RE.search(line)
@@ -102,22 +116,15 @@ def xid_events(lines, boot=None):
         else:
             continue
         message = line.split("NVRM: ", 1)[-1].strip()[:300]
-        when = stamp_of(line, boot)
         key = (xid, pci)
-        if key not in found:
-            if len(found) >= MAX_DISTINCT:
-                other += 1
-                continue
-            found[key] = {"xid": xid, "pci": pci, "count": 0, "first": when, "first_line": message}
-            order.append(key)
-        elif said_again:   # the driver's own words for an Xid 79 already counted
-            continue
-        event = found[key]
-        event["count"] += 1
-        event["last"] = when
-        event["line"] = message
-    events = [found[key] for key in order]
-    return events, other
+        if key in found:
+            if not said_again:   # else the driver's own words for an Xid 79 already counted
+                _count(found, key, {}, message, stamp_of(line, boot), line)
+        elif len(found) < MAX_DISTINCT:
+            _count(found, key, {"xid": xid, "pci": pci}, message, stamp_of(line, boot), line)
+        elif not (said_again and xid in not_kept):
+            _count(not_kept, xid, {"xid": xid}, message, stamp_of(line, boot), line)
+    return list(found.values()), list(not_kept.values())
 
 
 def read_kmsg(limit_s=2.0, path="/dev/kmsg"):
@@ -196,12 +203,12 @@ def collect_kernel_log(args):
                 lines, name, wrapped = _journal(), "journalctl -k -b 0", False
             except (OSError, ValueError):
                 pass
-        events, other = xid_events(since_driver_load(lines), boot)
+        events, not_kept = xid_events(since_driver_load(lines), boot)
         doc = {"readable": True, "source": name, "lines": len(lines), "xid": events}
         if wrapped:
             doc["from"] = stamp_of(lines[0], boot) if lines else None
-        if other:
-            doc["xid_not_kept"] = other
+        if not_kept:
+            doc["xid_not_kept"] = not_kept
         if boot:
             doc["boot"] = _iso(boot)
         return doc

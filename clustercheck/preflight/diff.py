@@ -8,7 +8,9 @@ from typing import Dict, List, Optional, Tuple
 from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, InputError
 from clustercheck.core.inventory import fold
 from clustercheck.display.report_files import read_document
+from clustercheck.runner.options import borrow
 from clustercheck.stages.bench.baseline import busbw_of, compare, read_nccl_tests
+from clustercheck.stages.bench.options import BenchOptions
 
 DEFAULT_THRESHOLD = 0.10
 
@@ -24,6 +26,7 @@ class Changes:
     threshold: float = DEFAULT_THRESHOLD
     compared: List[str] = field(default_factory=list)       # what was compared at all
     not_compared: List[str] = field(default_factory=list)   # what could not be, and why
+    read_as: List[str] = field(default_factory=list)        # which collective nccl-tests output held, and who said
 
     @property
     def nothing_compared(self) -> bool:
@@ -41,12 +44,24 @@ class Changes:
         return EXIT_UNKNOWN if self.nothing_compared else EXIT_OK
 
 
-def load_report(path: str) -> Dict:
-    """A preflight report (.json), or nccl-tests output: then only bandwidth is compared."""
+@dataclass
+class DiffOptions:
+    """diff's flag beside --threshold: bench's --baseline-collective, for either side."""
+    collective: Optional[str] = borrow(BenchOptions, "baseline_collective", "--collective",
+                                       help="The collective of nccl-tests output (OLD or NEW) whose table does not "
+                                            "tell (all_gather and alltoall tables read alike, and all_reduce and "
+                                            "sendrecv ones on 2 ranks) and that names it neither in a \"Collective "
+                                            "test starting\" line nor in its file name.")
+
+
+def load_report(path: str, collective: Optional[str] = None) -> Dict:
+    """A preflight report (.json), or nccl-tests output: then only bandwidth is compared. collective: what an
+    nccl-tests table holds where it cannot be told otherwise (--collective)."""
     what = "a preflight report (.json) or nccl-tests output"
     doc, text = read_document(path, what)
     if doc is None:
-        return {"command": "nccl-tests", "busbw": read_nccl_tests(text, path).busbw}
+        baseline = read_nccl_tests(text, path, collective)
+        return {"command": "nccl-tests", "busbw": baseline.busbw, "told": baseline.told}
     if doc.get("command") != "preflight":
         raise InputError(f"not {what}", path)
     check_report_shape(doc, path)
@@ -126,6 +141,8 @@ def _key(finding: Dict) -> Tuple:
 def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> Changes:
     changes = Changes(threshold=threshold)
     bandwidth: List[str] = []
+    changes.read_as = [f"{side}: nccl-tests output of {name}, from {how}" for side, doc in (("old", old), ("new", new))
+                       for name, how in (doc.get("told") or {}).items()]
     if "nccl-tests" in (old.get("command"), new.get("command")):
         changes.bandwidth = bandwidth_changes(old, new, threshold, bandwidth)
         _say_bandwidth(changes, bandwidth, old, new)
@@ -154,7 +171,7 @@ def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> 
 
 
 def render_changes(changes: Changes, old_path: str, new_path: str) -> str:
-    lines = [f"clustercheck diff: {old_path} -> {new_path}", ""]
+    lines = [f"clustercheck diff: {old_path} -> {new_path}", *changes.read_as, ""]
     if changes.nodes_added or changes.nodes_gone:
         lines += [f"nodes added: {fold(changes.nodes_added)}" if changes.nodes_added else "",
                   f"nodes gone: {fold(changes.nodes_gone)}" if changes.nodes_gone else ""]

@@ -1,8 +1,8 @@
 """`clustercheck node-check`: this node's own health in a few seconds, for Slurm's hooks.
 
 The single-node judges of env (GPU health: Xid events, ECC, retired rows, temperature, GPUs
-the driver lost; InfiniBand ports and counters; /dev/shm; memlock; the working directory and
-its free disk) over one probe of this machine. The result is one Nagios line and code, and a
+the driver lost; GPU topology and NVLinks; InfiniBand ports and counters; /dev/shm; memlock; the
+working directory and its free disk) over one probe of this machine. The result is one Nagios line and code, and a
 reason short enough for `scontrol update nodename=... state=drain reason=...`: a site runs it
 as HealthCheckProgram or in a prolog and drains the node when it says CRITICAL.
 """
@@ -20,14 +20,14 @@ from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
 from clustercheck.node.judges import unreachable
 from clustercheck.onnode.nodelib import read
-from clustercheck.stages.env import fabric_rules, gpu_rules, rules
+from clustercheck.stages.env import fabric_rules, gpu_rules, rules, topology
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 
-JUDGES = (  # the node's own health: what one node can tell about itself
-    gpu_rules.gpu_health, gpu_rules.unchecked, fabric_rules.ports, fabric_rules.counters, rules.shm, rules.memlock,
-    rules.workdir)
+JUDGES = (  # the node's own health: what one node can tell about itself (topology compares with no other node here)
+    gpu_rules.gpu_health, gpu_rules.unchecked, topology.judge, fabric_rules.ports, fabric_rules.counters, rules.shm,
+    rules.memlock, rules.workdir)
 NAGIOS = {Status.OK: "OK", Status.WARN: "WARNING", Status.FAIL: "CRITICAL", Status.UNKNOWN: "UNKNOWN"}
 REASON_MAX = 200
 HERE = "localhost"   # Slurm keeps a node's reason short; so do we

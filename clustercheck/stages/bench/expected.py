@@ -32,7 +32,8 @@ from clustercheck.node.facts import Probed, get, gpus
 
 PER_NIC_OF_LINE_RATE = 0.96
 
-# (model substring, GPUs, busbw default algorithm, busbw with NCCL_ALGO=Ring or None, source)
+# (model, GPUs, busbw default algorithm, busbw with NCCL_ALGO=Ring or None, source); the model is a word
+# of the GPU's name, of an SXM part only (sxm_model)
 SINGLE_NODE = [
     ("H200", 8, 480.0, None, "8x H200: Azure ND H200 v5 measured 479.98 GB/s at 8 GB "
                              "(github.com/Azure/AI-benchmarking-guide)"),
@@ -75,13 +76,26 @@ def network_figure(probed: Sequence[Probed]) -> Optional[Expected]:
                              "issues/119, /319)")
 
 
+# PCIe cards ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe") and the NVL cards
+# ("NVIDIA H100 NVL", PCIe with NVLink bridges between pairs) have no NVSwitch: the figures above do not apply.
+NOT_SXM = re.compile(r"PCI-?E|\bNVL\b", re.IGNORECASE)
+
+
+def sxm_model(name: str) -> Optional[str]:
+    """The table's model an SXM GPU's name holds as a word ("NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"
+    -> "A100", "H100"); None for PCIe and NVL cards and for names the table does not hold ("A1000", "V100S")."""
+    if NOT_SXM.search(name or ""):
+        return None
+    return next((key for key, *_ in SINGLE_NODE if re.search(rf"(?<![A-Za-z0-9]){key}(?![A-Za-z0-9])", name)), None)
+
+
 def single_node_figure(probed: Probed, ring: bool) -> Optional[Expected]:
     node_gpus = gpus(probed.facts)
     if not node_gpus:
         return None
-    model = node_gpus[0].get("name") or ""
+    model = sxm_model(node_gpus[0].get("name") or "")
     for key, count, default, ring_gbps, source in SINGLE_NODE:
-        if key in model and len(node_gpus) == count:
+        if key == model and len(node_gpus) == count:
             if ring and ring_gbps is None:
                 return None
             return Expected(ring_gbps if ring else default, source + (" (Ring)" if ring else ""))

@@ -46,6 +46,16 @@ def parse_collectives(ctx, param, value):
     return tuple(names)
 
 
+def parse_collective(ctx, param, value):
+    """One collective, by name: what an nccl-tests output holds where its table does not tell."""
+    if value is None:
+        return value
+    if value.strip() not in COLLECTIVES:
+        raise InputError(f"{param.opts[0]}: unknown collective (known: {', '.join(COLLECTIVES)})", "command line",
+                         value=value)
+    return value.strip()
+
+
 def _size(*decls, default=None, help=""):
     return opt(*decls, default=default, callback=parse_size, show=format_size, help=help)
 
@@ -99,6 +109,17 @@ class BenchOptions:
                                              "expected_busbw, else the published figure for the GPUs and fabric).")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
                                   help="An earlier `bench --json`, preflight report, or nccl-tests output "
-                                       "(all_reduce_perf ..., mpirun-tagged or not) to compare with, size by size.")
+                                       "(all_reduce_perf, all_gather_perf ..., old or current format, mpirun-tagged "
+                                       "or not) to compare with, size by size; the collective is read from its table.")
+    baseline_collective: Optional[str] = opt(
+        "--baseline-collective", callback=parse_collective, metavar="NAME",
+        help="The collective of an nccl-tests --baseline whose table does not tell (all_gather and alltoall tables "
+             "read alike, and all_reduce and sendrecv ones on 2 ranks) and that names it neither in a \"Collective "
+             "test starting\" line nor in its file name.")
     config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
                                      help="Thresholds file ([bench] expected_busbw, expected_fraction).")
+
+    def __post_init__(self):
+        if self.baseline_collective and not self.baseline:
+            raise InputError("--baseline-collective names the collective of a --baseline file; no --baseline was given",
+                             "command line", value=self.baseline_collective)

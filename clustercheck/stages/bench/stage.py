@@ -22,7 +22,8 @@ from clustercheck.stages.bench.rules import Expectations, judge_bench
 def expectations(options: BenchOptions) -> Expectations:
     """What the bandwidth is judged against; a bad --baseline or --config file is bad input, before anything runs."""
     thresholds = load_config(options.config_path).bench
-    return Expectations(baseline=read_baseline(options.baseline) if options.baseline else None,
+    baseline = read_baseline(options.baseline, options.baseline_collective) if options.baseline else None
+    return Expectations(baseline=baseline,
                         fraction=thresholds.expected_fraction, configured_busbw=thresholds.expected_busbw)
 
 

@@ -30,6 +30,15 @@ def _torch_cuda(doc: Dict) -> Optional[str]:
     return "CPU only" if build else None
 
 
+def _cuda_driver(doc: Dict) -> Optional[str]:
+    """The CUDA version the driver supports. nvidia-smi says "Not Found" (or "N/A" in its table) where it
+    finds no CUDA driver library (libcuda): no version, so absent, as a package not installed is."""
+    value = get(doc, "gpu", "cuda_driver")
+    if isinstance(value, str) and value.strip() in ("Not Found", "N/A", ""):
+        return NOT_INSTALLED
+    return value
+
+
 def _gpu_models(doc: Dict) -> Optional[str]:
     if get(doc, "gpu") is None or not gpus(doc):
         return None
@@ -134,7 +143,7 @@ COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
                                                                               "cudnn_wheel", default="none")),
     ("NVIDIA driver", lambda d: None if get(d, "gpu") is None or get(d, "gpu", "error")
      else get(d, "gpu", "driver", default="none")),
-    ("CUDA (driver)", lambda d: get(d, "gpu", "cuda_driver")),
+    ("CUDA (driver)", _cuda_driver),
     ("GPUs", lambda d: None if gpu_count(d) is None else str(gpu_count(d))),
     ("GPU model", _gpu_models),
     ("GPU memory", _gpu_memory),

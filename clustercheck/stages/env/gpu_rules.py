@@ -81,6 +81,20 @@ def _memory(report: GpuReport, gpu: Dict) -> None:
         report.add("memory", Status.WARN, f"{dbe + sbe} pages retired ({dbe} double-bit, {sbe} single-bit)")
 
 
+def _when(event: Dict) -> str:
+    """' (first .. last)' as the log wrote them; nothing where the lines carry no time."""
+    first, last = event.get("first"), event.get("last")
+    if (event.get("count") or 1) > 1 and last and last != first:
+        return f" ({first or '?'} .. {last})"
+    return f" ({first or last})" if first or last else ""
+
+
+def _xid_text(event: Dict, source: str) -> str:
+    entry = lookup(event["xid"], event.get("causes") or [])
+    return (f"Xid {event['xid']} x{event.get('count') or 1}{_when(event)}: {entry.meaning}; action: {entry.action}. "
+            f"Last: {event.get('line')} [{source}]")
+
+
 def _xids(reports: Dict[str, GpuReport], by_pci: Dict[str, Dict], events: List[Dict], source: str) -> None:
     for event in events:
         if not isinstance(event, dict) or not isinstance(event.get("xid"), int):
@@ -89,15 +103,26 @@ def _xids(reports: Dict[str, GpuReport], by_pci: Dict[str, Dict], events: List[D
         gpu = by_pci.get(pci)
         report = reports.setdefault(pci, _report(gpu, pci))
         xid = event["xid"]
-        entry = lookup(xid)
-        status = status_of(xid, counters_read(gpu) if gpu is not None else None, event.get("line", ""))
+        status = status_of(xid, counters_read(gpu) if gpu is not None else None, event.get("line", ""),
+                           event.get("causes") or [])
         if status is Status.OK and not (xid in MEMORY_XIDS and "memory" in report.faults):
             continue   # an Xid nothing needs doing for, unless it tells the story of a memory fault
-        count = event.get("count") or 1
-        when = f"{event.get('first')}" + (f" .. {event.get('last')}" if count > 1 else "")
-        text = (f"Xid {xid} x{count} ({when}): {entry.meaning}; action: {entry.action}. "
-                f"Last: {event.get('line')} [{source}]")
-        report.add("memory" if xid in MEMORY_XIDS else "xid", status, text)
+        report.add("memory" if xid in MEMORY_XIDS else "xid", status, _xid_text(event, source))
+
+
+def _not_kept(reports: Dict[str, GpuReport], not_kept, source: str) -> None:
+    """Events past the probe's cap of distinct (Xid, GPU) pairs, kept by Xid alone: judged by the catalogue
+    (their GPU is in their message); an older probe's bare count is said, not judged."""
+    report = GpuReport("GPU named in the line (past the probe's cap of distinct Xid and GPU pairs)")
+    if isinstance(not_kept, int) and not_kept > 0:
+        report.add("xid", Status.UNKNOWN, f"{not_kept} more Xid events were counted but not kept")
+    for event in not_kept if isinstance(not_kept, list) else []:
+        if isinstance(event, dict) and isinstance(event.get("xid"), int):
+            status = status_of(event["xid"], None, event.get("line", ""), event.get("causes") or [])
+            if status is not Status.OK:
+                report.add("xid", status, _xid_text(event, source))
+    if report.faults:
+        reports["beyond"] = report
 
 
 def gpu_reports(doc: Dict, temp_warn_c: float) -> Dict[str, GpuReport]:
@@ -122,6 +147,7 @@ def gpu_reports(doc: Dict, temp_warn_c: float) -> Dict[str, GpuReport]:
         reports[pci] = report
     log = get(doc, "kernel_log") or {}
     _xids(reports, by_pci, log.get("xid") or [], log.get("source") or "kernel log")
+    _not_kept(reports, log.get("xid_not_kept"), log.get("source") or "kernel log")
     return {pci: r for pci, r in reports.items() if r.faults}
 
 

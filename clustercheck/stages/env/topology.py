@@ -36,6 +36,7 @@ class Topology:
     numa: Dict[str, str] = field(default_factory=dict)               # GPU0 -> NUMA affinity
     cpus: Dict[str, str] = field(default_factory=dict)               # GPU0 -> CPU affinity
     nics: List[str] = field(default_factory=list)                    # NIC names (mlx5_0), as the legend maps them
+    cut: str = ""                                                    # why the matrix is incomplete; "" when whole
 
     @property
     def gpus(self) -> List[str]:
@@ -57,7 +58,8 @@ class Topology:
 
 def parse_topo_m(text: str) -> Optional[Topology]:
     """`nvidia-smi topo -m` in either layout: NICs named in the header (mlx5_0) or NIC0..NICn
-    with a "NIC Legend". None when the text holds no matrix."""
+    with a "NIC Legend". None when the text holds no matrix; `cut` says what is missing when the
+    matrix stops short of its header (a GPU row missing, a GPU row without all its cells)."""
     lines = [ANSI.sub("", line) for line in (text or "").splitlines()]
     header_at = next((i for i, line in enumerate(lines) if re.search(r"\bGPU0\b", line) and
                       not line.strip().startswith("GPU0 ")), None)
@@ -68,6 +70,7 @@ def parse_topo_m(text: str) -> Optional[Topology]:
     legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), re.M))
     topo = Topology(nics=[legend.get(d, d) for d in devices if not d.startswith("GPU")])
     rename = {d: legend.get(d, d) for d in devices}
+    short = []
     for line in lines[header_at + 1:]:
         if not line.strip() or line.startswith("Legend"):
             break
@@ -76,12 +79,18 @@ def parse_topo_m(text: str) -> Optional[Topology]:
         if not name.startswith("GPU"):
             continue
         values = [c.strip() for c in cells[1:]]
+        if len([v for v in values[:len(devices)] if v]) < len(devices):
+            short.append(f"{name}'s row has {len([v for v in values if v])} of its {len(devices)} cells")
         topo.links[name] = {rename[d]: values[i] for i, d in enumerate(devices) if i < len(values) and d != name}
         rest = [v for v in values[len(devices):] if v]
         if rest:
             topo.cpus[name] = rest[0]
         if len(rest) > 1:
             topo.numa[name] = rest[1]
+    named = [d for d in devices if d.startswith("GPU")]
+    if set(topo.links) != set(named):
+        short.insert(0, f"{len(topo.links)} of {len(named)} GPU rows")
+    topo.cut = "; ".join(short)
     return topo if topo.links else None
 
 
@@ -106,13 +115,31 @@ def parse_nvlink_s(text: str) -> Dict[int, Dict[int, bool]]:
 
 
 def topologies(probed: Sequence[Probed]) -> Dict[str, Topology]:
-    """node -> its topo -m matrix, for the nodes that have one."""
+    """node -> its topo -m matrix, for the nodes that have a whole one."""
     out = {}
     for p in probed:
         topo = parse_topo_m(get(p.facts, "gpu", "topology", "topo_m")) if p.facts else None
-        if topo is not None:
+        if topo is not None and not topo.cut:
             out[p.name] = topo
     return out
+
+
+def _unreadable(ctx: EnvContext) -> List[Finding]:
+    """A matrix cut short, or text that holds none, is a topology not checked: never a pass, nor a wiring
+    difference. (nvidia-smi failing outright is said by gpu_rules.unchecked, from the probe's error.)"""
+    why = {}
+    for p in ctx.ok:
+        text = get(p.facts, "gpu", "topology", "topo_m")
+        if not text or not text.strip():
+            continue
+        topo = parse_topo_m(text)
+        if topo is None:
+            why[p.name] = f"no matrix in nvidia-smi topo -m's output ({text.strip().splitlines()[0][:80]!r})"
+        elif topo.cut:
+            why[p.name] = f"nvidia-smi topo -m's matrix is cut short: {topo.cut}"
+    return nodes_finding("unchecked.GPU_topology", Status.UNKNOWN, why, "could not check the GPU topology on {nodes}",
+                         "run nvidia-smi topo -m on the node: a matrix cut short means nvidia-smi was stopped (a "
+                         "hung GPU or driver makes it slow) or its output was lost; check the driver and rerun", "")
 
 
 def _compare(ctx: EnvContext, topos: Dict[str, Topology]) -> List[Finding]:
@@ -180,7 +207,7 @@ def _nvlinks(ctx: EnvContext) -> List[Finding]:
 
 def judge(ctx: EnvContext) -> List[Finding]:
     topos = topologies(ctx.ok)
-    return _compare(ctx, topos) + _far_nics(ctx, topos) + _nvlinks(ctx)
+    return _unreadable(ctx) + _compare(ctx, topos) + _far_nics(ctx, topos) + _nvlinks(ctx)
 
 
 def markdown(probed: Sequence[Probed]) -> List[str]:

@@ -12,14 +12,16 @@ the job that hit it died); RESET_GPU, RESTART_BM / RESTART_VM (reboot), CONTACT_
 the ECC and NVLink workflows are FAIL: the node is not ready until that is done. Xid 92
 (high single-bit ECC rate) is WARN: uncorrectable errors tend to follow. An Xid missing
 from the table (the catalogue's unused codes among them) is WARN ("look it up"), never OK.
-Xid 154 says which action the driver wants, in its own line: only "to ... (None)" is OK.
+Xid 154 says which action the driver wants, in its own line: only "to ... (None)" is OK. An Xid 45
+(channels cleaned up after another error) whose line names its cause ("caused by previous Xid 149",
+as recent drivers print it) is judged as that cause: the NVLink error that killed the job, not the cleanup.
 Events before the NVIDIA driver last loaded are not judged (clustercheck/onnode/kernlog.py).
 """
 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Sequence
 
 from clustercheck.core.result import Status
 
@@ -101,15 +103,36 @@ MEMORY_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
 COUNTED_XIDS = frozenset({48, 63, 92, 94, 95})
 
 
-def lookup(xid: int) -> Xid:
-    return CATALOGUE.get(xid) or Xid(WARN, "look it up in NVIDIA's Xid catalogue",
-                                     "not in clustercheck's table")
+PREEMPTIVE_CLEANUP = 45
+CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")   # as the driver prints it (and onnode/kernlog.py reads it)
 
 
-def status_of(xid: int, counters_read: Optional[bool] = None, line: str = "") -> Status:
+def causes_of(xid: int, causes: Sequence[int] = (), line: str = "") -> List[int]:
+    """The Xids an Xid 45 names as its cause, from the probe's list and from its line; none for other Xids."""
+    if xid != PREEMPTIVE_CLEANUP:
+        return []
+    named = {c for c in causes if isinstance(c, int)} | {int(n) for n in CAUSED_BY.findall(line or "")}
+    return sorted(named - {PREEMPTIVE_CLEANUP})
+
+
+def lookup(xid: int, causes: Sequence[int] = ()) -> Xid:
+    """The catalogue's entry; an Xid 45 with causes takes the worst cause's action, and names them all."""
+    entry = CATALOGUE.get(xid) or Xid(WARN, "look it up in NVIDIA's Xid catalogue", "not in clustercheck's table")
+    named = causes_of(xid, causes)
+    if not named:
+        return entry
+    worst = max(named, key=lambda cause: lookup(cause).status)
+    because = ", ".join(f"Xid {cause} ({lookup(cause).meaning})" for cause in named)
+    return Xid(lookup(worst).status, lookup(worst).action, f"{entry.meaning.split(' (')[0]}, caused by {because}")
+
+
+def status_of(xid: int, counters_read: Optional[bool] = None, line: str = "", causes: Sequence[int] = ()) -> Status:
     """An Xid the memory counters also record is history on a GPU whose counters were read (at
     most WARN); where they could not be read, the catalogue decides, at least WARN. Otherwise
-    the catalogue decides."""
+    the catalogue decides. An Xid 45 is judged as the Xids it names as its cause."""
+    named = causes_of(xid, causes, line)
+    if named:
+        return max(status_of(cause, counters_read) for cause in named)
     entry = lookup(xid)
     if xid == 154 and re.search(r"\bto 0x0+ \(None\)", line or ""):
         return Status.OK
