@@ -6,6 +6,7 @@ one file per node, written by its first local rank (renamed into place: on a sha
 nodes' copies are the same bytes).
 """
 
+import errno
 import os
 
 import torch
@@ -18,7 +19,42 @@ def state_file(args, directory, tag) -> str:
     return os.path.join(directory, tag, name)
 
 
+FULL_BYTES = 1 << 20   # a failed write with less than this free: the disk (or its quota) is full
+
+
 def save(args, directory, step, module, optimizer, engine):
+    """Save the checkpoint; a write that fails on a full disk says so (torch.save reports only
+    "file write failed" or "unexpected pos"), naming the directory, the node and what is free."""
+    try:
+        _write(args, directory, step, module, optimizer, engine)
+    except (OSError, RuntimeError) as exc:
+        why = _why_not_written(directory, step)
+        if why is None:
+            raise
+        raise why from exc
+    dist.barrier()
+
+
+def _why_not_written(directory, step):
+    """The filesystem's reason a write failed, as the OSError the write itself did not raise (or None)."""
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return None
+    where = f"{directory} on {node_name()}"
+    if stat.f_flag & os.ST_RDONLY:
+        return OSError(errno.EROFS, f"Read-only file system: {where} is mounted read-only (saving step {step})")
+    if not os.access(directory, os.W_OK):
+        return PermissionError(errno.EACCES, f"Permission denied: {where} is not writable by uid {os.getuid()} "
+                                             f"(saving step {step})")
+    free = stat.f_bavail * stat.f_frsize
+    if free < FULL_BYTES:
+        return OSError(errno.ENOSPC, f"No space left on device: {where} has {free} bytes free of "
+                                     f"{stat.f_blocks * stat.f_frsize} (saving step {step})")
+    return None
+
+
+def _write(args, directory, step, module, optimizer, engine):
     tag = f"step_{step}"
     if engine is not None:
         engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
@@ -33,7 +69,6 @@ def save(args, directory, step, module, optimizer, engine):
         if dist.get_rank() == 0:
             with open(os.path.join(directory, "latest"), "w") as handle:
                 handle.write(tag)
-    dist.barrier()
 
 
 def load(args, directory, module, optimizer, engine) -> int:

@@ -35,4 +35,4 @@ if command -v apt-get >/dev/null; then
     done
 fi
 
-exec "$PY" -m pytest -q -p no:cacheprovider "$@"
+exec "$PY" -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -131,3 +131,17 @@ def test_a_failing_section_is_reported_missing(monkeypatch, section):
     doc = env_probe.probe([])
     assert doc[section] is None
     assert "cannot read" in doc["missing"][section]
+
+
+def test_the_probe_lists_build_locks_under_the_extensions_root(tmp_path, monkeypatch):
+    from clustercheck.onnode import env_probe
+    op = tmp_path / "py311_cpu" / "cpu_adam"
+    op.mkdir(parents=True)
+    (op / "lock").write_text("")
+    (op / "cpu_adam.so").write_text("")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    found = env_probe.collect_builds({})
+    assert found["root"] == str(tmp_path) and [lock["path"] for lock in found["locks"]] == [str(op / "lock")]
+    assert found["compiling"] in (True, False) and found["locks"][0]["age_s"] < 60
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "none"))
+    assert env_probe.collect_builds({}) == {"root": str(tmp_path / "none"), "locks": [], "compiling": None}

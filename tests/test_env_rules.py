@@ -344,3 +344,27 @@ def test_packages_a_fine_tune_needs_are_required_on_every_node():
     [ok] = required_packages(cluster(4, lambda i, doc: installed(0, doc)), ("transformers", "peft"))
     assert ok.status is Status.OK and "all 4 reached nodes" in ok.summary
     assert required_packages(cluster(4), ()) == []
+
+
+def test_a_stale_build_lock_fails_the_nodes_that_share_it_and_a_running_build_does_not():
+    """A DeepSpeed op build stopped half way leaves `lock` in the op's directory (a shared home here:
+    one path on node01 and node02); every later start that builds the op waits on it for ever."""
+    lock = "/home/u/.cache/torch_extensions/py311_cu121/fused_adam/lock"
+
+    def builds(i, doc):
+        doc["builds"] = {"root": "/home/u/.cache/torch_extensions", "compiling": False,
+                         "locks": [{"path": lock, "age_s": 7200.0}] if i < 2 else []}
+    finding = only_problem(judged(cluster(change=builds)))
+    assert (finding.check, finding.status, finding.nodes) == ("builds.lock", Status.FAIL, ["node01", "node02"])
+    assert f"rm {lock}" in finding.remedy and "120 min old" in finding.evidence[0]
+
+    def building_on_node02(i, doc):
+        builds(i, doc)
+        doc["builds"]["compiling"] = i == 1
+    assert bad(judged(cluster(change=building_on_node02))) == []
+
+    def young(i, doc):
+        builds(i, doc)
+        doc["builds"]["locks"] = [{"path": lock, "age_s": 30.0}] if i == 0 else []
+    finding = only_problem(judged(cluster(change=young)))
+    assert finding.status is Status.WARN and finding.nodes == ["node01"]

@@ -43,12 +43,19 @@ def test_pdsh_missing_on_the_launch_node_warns_naming_it(box):
     assert f"WARN  pdsh is not on PATH on {first}, where `deepspeed` would launch" in proc.stdout
 
 
-def test_drifted_deepspeed_loopback_hostname_and_mtu_are_each_named(box):
-    n2, n3, n4 = (box.nodes[i].name for i in (1, 2, 3))
+def test_drifted_deepspeed_loopback_hostname_mtu_and_a_stale_build_lock_are_each_named(box):
+    n1, n2, n3, n4 = (box.nodes[i].name for i in (0, 1, 2, 3))
     faults.hide_python_packages(box, n4, site_packages_of("deepspeed"), ["deepspeed"])
     faults.hostname_to_loopback(box, n2)
     faults.set_mtu(box, n3, 9000)
-    proc = env(box, "--json")
+    # a DeepSpeed op build stopped half way two hours ago, under n1's own extensions root (its private /tmp)
+    faults.set_env(box, n1, "TORCH_EXTENSIONS_DIR=/tmp/cc-extensions")
+    lock = "/tmp/cc-extensions/py311_cpu/fused_adam/lock"
+    faults.node_exec(box, n1, ["sh", "-c", f"mkdir -p {os.path.dirname(lock)} && touch -d '2 hours ago' {lock}"])
+    try:
+        proc = env(box, "--json")
+    finally:
+        faults.node_exec(box, n1, ["rm", "-rf", "/tmp/cc-extensions"])
     assert proc.returncode == EXIT_FAIL, proc.stderr
     doc = json.loads(proc.stdout)
     failed = {f["check"]: f for f in doc["findings"] if f["status"] == "FAIL"}
@@ -58,7 +65,8 @@ def test_drifted_deepspeed_loopback_hostname_and_mtu_are_each_named(box):
     assert "127.0.1.1" in failed["hostname.resolves"]["evidence"][0]
     assert failed["interface.mtu"]["nodes"] == [n3]
     assert f"{n3}: MTU 9000 on eth0" in failed["interface.mtu"]["evidence"]
-    assert set(failed) == {"same.deepspeed", "hostname.resolves", "interface.mtu"}
+    assert failed["builds.lock"]["nodes"] == [n1] and f"rm {lock}" in failed["builds.lock"]["remedy"]
+    assert set(failed) == {"same.deepspeed", "hostname.resolves", "interface.mtu", "builds.lock"}
 
 
 def test_unreachable_node_is_reported_without_holding_up_the_others(box):

@@ -119,3 +119,46 @@ def test_ties_blame_the_rank_outside_the_collective_or_behind_it_and_never_one_t
     assert not verdict.odd and "ranks 4-7 on n2 did not answer (py-spy failed" in verdict.summary
     even = [rank("n1", 0, frames=reading, collective=("x", 1)), rank("n2", 1, frames=WAIT, collective=("x", 1))]
     assert judge_stacks(even, {}).summary.startswith("no group of ranks stands out")
+
+
+def _py_spy_text_main_thread(name):
+    """The main thread's frames of a `py-spy dump` (text), innermost first."""
+    import re
+    text = open(os.path.join(DATA, name)).read()
+    block = text.split('"MainThread"', 1)[1].split("\nThread ", 1)[0]
+    return [(f, p, int(n)) for f, p, n in re.findall(r"^\s+(\S+) \((.+):(\d+)\)$", block, flags=re.M)]
+
+
+def test_ranks_waiting_on_a_stale_build_lock_are_named_for_it_not_for_their_last_collective():
+    """DeepSpeedExamples#302: every rank waits in FileBaton.wait under _jit_compile. The flight recorder's
+    last collective (a barrier, completed) is not where they are, and --timeout can never help."""
+    frames = _py_spy_text_main_thread("py_spy_dump_filebaton_deepspeedexamples_302.txt")
+    assert frames[0][:2] == ("wait", "torch/utils/file_baton.py")
+    stacks = [rank(f"n{1 + r // 2}", r, frames=frames, collective=("barrier", 6)) for r in range(4)]
+    for p in stacks:
+        p.collective["state"] = "completed"
+    assert stacks[0].activity == "build-lock" and stacks[0].in_collective == ""
+    runs = {"n1": NodeRun("n1"), "n2": NodeRun("n2")}
+    cause = classify(runs, 600, stalled_s=120.0, forensics=judge_stacks(stacks, {}))
+    assert cause.kind == "hang"
+    where = "waiting on torch's C++ extension build lock at wait (torch/utils/file_baton.py:42)"
+    assert where in cause.summary, cause.summary
+    assert "barrier" not in cause.summary and "none is odd" not in cause.summary
+    assert "build lock" in cause.remedy and "--timeout" not in cause.remedy
+
+
+def test_what_a_stack_shows_a_rank_doing():
+    import_frames = [("_find_and_load", "<frozen importlib._bootstrap>", 1176), ("<module>", "train.py", 3)]
+    save_frames = [("write", "torch/serialization.py", 480), ("save", "torch/serialization.py", 850),
+                   ("main", "train.py", 40)]
+    compile_frames = [("_run_ninja_build", "torch/utils/cpp_extension.py", 2100), ("jit_load", "builder.py", 480)]
+    assert rank("n1", 0, frames=import_frames).activity == "import"
+    assert rank("n1", 0, frames=save_frames).activity == "filesystem"
+    assert rank("n1", 0, frames=compile_frames).activity == "compile"
+    assert rank("n1", 0).activity == "" and rank("n1", 0).in_collective == "all_reduce #25"
+    # one rank compiles while the others wait on its lock: the compiling one is odd, and the remedy is time
+    lock = _py_spy_text_main_thread("py_spy_dump_filebaton_deepspeedexamples_302.txt")
+    stacks = [rank("n1", 0, frames=compile_frames)] + [rank("n1", r, frames=lock) for r in (1, 2, 3)]
+    verdict = judge_stacks(stacks, {})
+    assert [p.rank for p in verdict.odd] == [0] and "compiling a C++ op" in verdict.summary
+    assert "raise --timeout" in verdict.remedy

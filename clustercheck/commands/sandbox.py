@@ -85,7 +85,8 @@ def status(name):
 @name_option
 def fault(knob, node, value, name):
     """Make a fault on NODE: slow MBIT, drop PORT[:HIGH], reject PORT[:HIGH], mtu MTU,
-    set-env VAR=VALUE, hide PROGRAM, nvidia-smi XML (a stand-in printing a recorded nvidia-smi -q -x),
+    set-env VAR=VALUE, hide PROGRAM, read-only DIR, small-disk DIR:KIB (a tmpfs of that size over DIR),
+    nvidia-smi XML (a stand-in printing a recorded nvidia-smi -q -x),
     kernel-log FILE (the node's /dev/kmsg), loopback-hostname, stop-sshd, start-sshd, blackhole, crash,
     drain REASON and resume (Slurm's node state), or clear (undo all)."""
     func, value_name, kind = faults.KNOBS[knob]
@@ -97,7 +98,7 @@ def fault(knob, node, value, name):
             try:
                 func(box, node, kind(value))
             except ValueError:
-                raise click.UsageError(f"{value_name} must be a number: {value!r}") from None
+                raise click.UsageError(f"{value_name} must be {faults.form_of(value_name)}: {value!r}") from None
         else:
             func(box, node)
     except SandboxError as exc:

@@ -22,11 +22,13 @@ try:  # imported as part of the clustercheck package (the tests)
     from .gpuprobe import collect_gpus
     from .kernlog import collect_kernel_log
     from .nodelib import collect_env, collect_host, collect_net, emit_json, read, run
+    from .sweep import build_locks, compiling, extensions_root
 except ImportError:  # shipped to a node: inline_command registers the helpers beside this program
     from fabric import collect_infiniband
     from gpuprobe import collect_gpus
     from kernlog import collect_kernel_log
     from nodelib import collect_env, collect_host, collect_net, emit_json, read, run
+    from sweep import build_locks, compiling, extensions_root
 
 SCHEMA = 1
 PACKAGES = ("torch", "deepspeed", "transformers", "peft", "accelerate", "numpy", "triton")
@@ -133,6 +135,15 @@ def collect_storage(args):
     return facts
 
 
+def collect_builds(args):
+    """torch's C++ extension build locks (a build killed half way leaves one, and every later start waits on it)."""
+    root = extensions_root()
+    now = time.time()
+    locks = [{"path": path, "age_s": round(now - mtime, 1)} for path, mtime in build_locks(root)] \
+        if os.path.isdir(root) else []
+    return {"root": root, "locks": locks, "compiling": compiling() if locks else None}
+
+
 def collect_tools(args):
     return {"pdsh": shutil.which("pdsh"), "path": os.environ.get("PATH", "")}
 
@@ -172,7 +183,8 @@ MISSING = {}
 SECTIONS = [("host", collect_host), ("python", collect_python), ("packages", collect_packages),
             ("gpu", collect_gpus), ("nvcc", collect_nvcc), ("net", collect_net),
             ("infiniband", lambda args: collect_infiniband()), ("limits", collect_limits),
-            ("storage", collect_storage), ("tools", collect_tools), ("kernel_log", collect_kernel_log),
+            ("storage", collect_storage), ("builds", collect_builds), ("tools", collect_tools),
+            ("kernel_log", collect_kernel_log),
             ("env", collect_env)]
 
 

@@ -35,19 +35,29 @@ def compiling():
     return False
 
 
-def stale_locks(root, since):
+def extensions_root():
+    """Where torch builds C++ extensions (DeepSpeed's ops): TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions."""
+    return os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                  "torch_extensions")
+
+
+def build_locks(root):
+    """[(path, mtime)] of the build locks under the extensions root (<root>/<py/cuda tag>/<op>/lock at most)."""
     found = []
     for folder, dirs, files in os.walk(root):
-        if folder[len(root):].count(os.sep) >= 3:   # <root>/<py/cuda tag>/<op>/lock at most
+        if folder[len(root):].count(os.sep) >= 3:
             dirs[:] = []
         if "lock" in files:
             path = os.path.join(folder, "lock")
             try:
-                if os.stat(path).st_mtime >= since:
-                    found.append(path)
+                found.append((path, os.stat(path).st_mtime))
             except OSError:
                 pass
     return found
+
+
+def stale_locks(root, since):
+    return [path for path, mtime in build_locks(root) if mtime >= since]
 
 
 def unlock(stamp):
@@ -55,8 +65,7 @@ def unlock(stamp):
         since = os.stat(stamp).st_mtime
     except OSError:
         return
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                                  "torch_extensions")
+    root = extensions_root()
     if not os.path.isdir(root) or compiling():
         return
     for path in stale_locks(root, since):

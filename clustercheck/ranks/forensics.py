@@ -22,10 +22,29 @@ class Forensics:
     groups: List[Group] = field(default_factory=list)      # odd first, as stacks.fold_stacks orders them
     odd: List[ProcessStack] = field(default_factory=list)
 
+    @property
+    def remedy(self) -> str:
+        """What to do, by what the stacks show: the odd ranks' activity, else the one every rank shares."""
+        looked = self.odd or [g.first for g in self.groups if g.first.known]
+        activities = [p.activity for p in looked if p.activity]
+        return REMEDY_BY_ACTIVITY[activities[0]] if activities else REMEDY_HANG
+
 
 REMEDY_HANG = ("the odd rank is where to look: its node (clustercheck env on it), its stack above; if none is odd, "
-               "a blocked port or a very slow link (clustercheck net, bench); raise --timeout if the first DeepSpeed "
-               "run compiles its ops")
+               "a blocked port or a very slow link (clustercheck net, bench)")
+# What to do about ranks stuck in something other than a collective, by what their stacks show.
+REMEDY_BY_ACTIVITY = {
+    "build-lock": "a build stopped half way left torch's build lock (`lock` in the op's directory under "
+                  "TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions, often a shared home) and no build holds "
+                  "it: clustercheck env names it; delete it once no node that shares the directory is compiling",
+    "lock": "a file lock nobody releases: find who holds it (lsof / fuser on the lock file) or delete a stale one",
+    "compile": "the ranks are compiling C++ ops (DeepSpeed builds them on first use, minutes): raise --timeout for "
+               "this first run, or pre-build them (DS_BUILD_OPS=1 pip install deepspeed)",
+    "import": "an import does not finish: a slow or hung filesystem under the Python environment or the code (an "
+              "NFS / Lustre mount), or an import that waits on a lock; check the mount on that node",
+    "filesystem": "the ranks are stuck reading or writing files: check the checkpoint / data filesystem on that node "
+                  "(a hung network mount leaves processes in D state)",
+}
 
 
 def place(p: ProcessStack, plural: bool = False) -> str:
@@ -33,6 +52,8 @@ def place(p: ProcessStack, plural: bool = False) -> str:
     be = "are" if plural else "is"
     if p.stopped:
         return f"{be} {p.state_text}" + (f" at {p.where}" if p.known else "")
+    if p.activity:
+        return f"{be} {p.doing}"
     collective = p.in_collective
     if collective:
         return f"{be} in {collective}"
@@ -102,10 +123,10 @@ def _majority_text(majority, others_named: bool) -> str:
         return f"the other, {who(others)}, waits in {first.in_collective}{step_text(others)}"
     if len(others) == 1:
         return f"{who(others)} {place(first)}{step_text(others)}"
-    how = (f"are {first.state_text}" if first.stopped else f"wait in {first.in_collective}" if first.in_collective
-           else f"are in {first.where}")
+    how = (f"are {first.state_text}" if first.stopped else f"are {first.doing}" if first.activity
+           else f"wait in {first.in_collective}" if first.in_collective else f"are in {first.where}")
     tail = (f"the other {len(others)} " if others_named else f"all {len(others)} ranks ") + how + step_text(others)
-    if not others_named and not first.stopped:
+    if not others_named and not first.stopped and not first.activity:
         tail += ": none is odd (a peer outside the job, the network or a very slow link holds them all)"
     return tail
 

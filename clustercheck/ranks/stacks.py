@@ -18,6 +18,17 @@ from clustercheck.core.inventory import fold
 
 FRAMES_SHOWN = 12          # innermost frames printed per block
 STOPPED = ("T", "t")
+# What a main thread does, read from its frames innermost first: (activity, pattern on "path:function").
+# py-spy names a method Class.method with a short path, faulthandler method with the full path.
+ACTIVITIES = [
+    ("lock", re.compile(r"file_baton\.py:.*wait|filelock.*:.*acquire|:(\w+\.)?(flock|lockf)$")),
+    ("compile", re.compile(r"cpp_extension\.py:|op_builder.*:.*(jit_load|build|load)$|ninja")),
+    ("import", re.compile(r"<frozen importlib|:_find_and_load|:(\w+\.)?import_module$")),
+    ("filesystem", re.compile(r"torch/serialization\.py:|serialization\.py:.*(save|load|_open|write)|safetensors|"
+                              r":(\w+\.)?(fsync|save_checkpoint|load_checkpoint|copyfile|copyfileobj)$")),
+]
+ACTIVITY_TEXT = {"lock": "waiting on a file lock", "compile": "compiling a C++ op", "import": "in an import",
+                 "filesystem": "reading or writing files"}
 
 
 @dataclass
@@ -59,8 +70,33 @@ class ProcessStack:
         return f"{func} ({path}:{line})"
 
     @property
+    def activity(self) -> str:
+        """"lock", "compile", "import" or "filesystem": what the innermost telling frame does ("" for none).
+        A lock taken inside a compile is torch's build lock ("build-lock")."""
+        for index, (func, path, _) in enumerate(self.frames):
+            for name, pattern in ACTIVITIES:
+                if pattern.search(f"{path}:{func}"):
+                    if name == "lock" and any(ACTIVITIES[1][1].search(f"{p}:{f}") for f, p, _ in self.frames[index:]):
+                        return "build-lock"
+                    return name
+        return ""
+
+    @property
+    def doing(self) -> str:
+        """The activity in words, with the frame that shows it:
+        "waiting on a file lock at wait (torch/utils/file_baton.py:42)"."""
+        activity = self.activity
+        if not activity:
+            return ""
+        text = "waiting on torch's C++ extension build lock" if activity == "build-lock" else ACTIVITY_TEXT[activity]
+        return f"{text} at {self.where}"
+
+    @property
     def in_collective(self) -> str:
-        """"all_reduce #12" from the flight recorder, else the innermost torch.distributed frame's function."""
+        """"all_reduce #12" from the flight recorder, else the innermost torch.distributed frame's function;
+        "" for a rank whose frames show it doing something else (a lock, a compile, an import, files)."""
+        if self.activity:
+            return ""
         if self.collective and self.collective.get("name"):
             seq = self.collective.get("seq")
             return f"{self.collective['name']}" + (f" #{seq}" if seq is not None else "")

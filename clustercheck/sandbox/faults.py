@@ -121,6 +121,24 @@ def bind(box: Sandbox, name: str, source: str, target: str) -> None:
     _record(box, node, f"{target} <- {source}")
 
 
+def small_disk(box: Sandbox, name: str, target: str, size_kib: int) -> None:
+    """On this node only, `target` is a filesystem of `size_kib` KiB (a tmpfs): a disk that fills up."""
+    node = box.node(name)
+    node_exec(box, name, ["mkdir", "-p", target])
+    node_exec(box, name, ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", target])
+    node.mounts.append(target)
+    _record(box, node, f"{target}: {size_kib} KiB")
+
+
+def read_only(box: Sandbox, name: str, target: str) -> None:
+    """On this node only, `target` (a shared directory, say) is mounted read-only."""
+    node = box.node(name)
+    node_exec(box, name, ["mount", "--bind", target, target])
+    node_exec(box, name, ["mount", "-o", "remount,bind,ro", target])
+    node.mounts.append(target)
+    _record(box, node, f"{target} read-only")
+
+
 def hide_program(box: Sandbox, name: str, program: str) -> None:
     """On this node only, `program` is not on PATH (an empty, non-executable file is bound over it)."""
     path = shutil.which(program)
@@ -299,6 +317,19 @@ def resume(box: Sandbox, name: str) -> None:
     box.save()
 
 
+def form_of(value_name: str) -> str:
+    """What a knob's value must look like, for the message that refuses one."""
+    return "an absolute path and a size in KiB (/ckpt:256)" if value_name == "DIR:KIB" else "a number"
+
+
+def _dir_and_size(spec: str):
+    """"/ckpt:64" -> ("/ckpt", 64); ValueError unless an absolute path and a whole number of KiB."""
+    path, _, size = spec.rpartition(":")
+    if not path.startswith("/") or not size.isdigit():
+        raise ValueError(spec)
+    return path, int(size)
+
+
 KNOBS = {
     "slow": (slow_link, "MBIT", float),
     "drop": (drop_port, "PORT", str),
@@ -307,6 +338,8 @@ KNOBS = {
     "set-env": (set_env, "VAR=VALUE", str),
     "mtu": (set_mtu, "MTU", int),
     "hide": (hide_program, "PROGRAM", str),
+    "read-only": (read_only, "DIR", str),
+    "small-disk": (lambda box, name, spec: small_disk(box, name, *spec), "DIR:KIB", _dir_and_size),
     "nvidia-smi": (nvidia_smi, "XML", str),
     "kernel-log": (kernel_log_file, "FILE", str),
     "loopback-hostname": (hostname_to_loopback, None, None),

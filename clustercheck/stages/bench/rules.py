@@ -85,7 +85,8 @@ def stage_outcome(stage: LaunchResult, timeout_s: float) -> List[Finding]:
         text, stacks, odd, _ = hang_report(stage.stalled_s, stage.forensics, timeout_s)
         culprits, evidence = odd or hung, stacks + evidence
         summary = f"{stage.name} hung: {text}"
-        return [Finding(f"bench.{stage.name}", Status.FAIL, summary, evidence, REMEDY_HANG, culprits)]
+        remedy = stage.forensics.remedy if stage.forensics else REMEDY_HANG
+        return [Finding(f"bench.{stage.name}", Status.FAIL, summary, evidence, remedy, culprits)]
     elif hung and len(hung) < len(runs):
         culprits = hung
         summary = f"{stage.name} failed: ranks on {fold(hung)} did not finish within {timeout_s:g} s"

@@ -270,7 +270,39 @@ def deep_imports(ctx: EnvContext) -> List[Finding]:
                           "torch (and deepspeed where installed) import, CUDA usable where GPUs are")
 
 
+STALE_LOCK_S = 600   # a build lock this old with no compiler running: no build holds it
+
+
+def build_locks(ctx: EnvContext) -> List[Finding]:
+    """Row 37: a C++ extension build killed half way leaves torch's build lock; every later DeepSpeed start
+    that builds the op (on every node sharing the directory) waits on it for ever."""
+    probed = [p for p in ctx.ok if get(p.facts, "builds") is not None]
+    if not probed:
+        return []
+    building = {lock["path"] for p in probed if get(p.facts, "builds", "compiling")
+                for lock in get(p.facts, "builds", "locks")}
+    stale: Dict[str, List[str]] = {}
+    young: Dict[str, List[str]] = {}
+    for p in probed:
+        for lock in get(p.facts, "builds", "locks"):
+            if lock["path"] in building:
+                continue   # a compiler runs on a node that sees this lock: a build holds it
+            age = lock.get("age_s", 0)
+            where = stale if age >= STALE_LOCK_S else young
+            where.setdefault(f"{lock['path']}, {age / 60:.0f} min old, no compiler running", []).append(p.name)
+    findings = [Finding("builds.lock", Status.FAIL, f"a stale C++ extension build lock on {fold(nodes)}",
+                        [f"{fold(nodes)}: {what}"], f"delete it (rm {what.split(',')[0]}): a build stopped half way "
+                        "left it, and every DeepSpeed start that builds this op waits on it for ever", nodes)
+                for what, nodes in stale.items()]
+    findings += [Finding("builds.lock", Status.WARN, f"a C++ extension build lock with no build running on "
+                                                      f"{fold(nodes)}", [f"{fold(nodes)}: {what}"],
+                         "if no machine sharing that directory is compiling, delete it: a build stopped half way "
+                         "left it", nodes) for what, nodes in young.items()]
+    return findings or [Finding("builds.lock", Status.OK, "no C++ extension build lock left behind "
+                                                          "(TORCH_EXTENSIONS_DIR)")]
+
+
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    python_version, must_match, required_packages, shm, memlock, nofile, clock, slots, workdir, pdsh,
+    python_version, must_match, required_packages, shm, memlock, nofile, clock, slots, workdir, build_locks, pdsh,
     deep_imports, env_vars,
 ]

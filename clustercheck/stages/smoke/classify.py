@@ -4,73 +4,42 @@ and how each node's torchrun ended.
 Every line of every node is read, not a tail: with several ranks per node, torchrun's own
 report and the peers' echoes fill the end. torchrun's failure summary ("Root Cause (first
 observed failure)": host, rank, exit code, signal, the rank's traceback from its error file)
-is parsed. A warning never counts as an error; the most telling cause wins, in the order of
-SIGNATURES; a peer's "connection closed" is the echo of a failure elsewhere, never the cause
-when something else is found.
+is parsed. The vocabulary is signatures.py.
+
+A node (a rank, where its lines say which) is blamed only on its own evidence. Each rank's
+lines give it a cause: a known one, else an error of its own that no cause names, else what
+it said about the others (a failure between ranks, a peer gone). Across ranks, a known cause
+outranks an error nobody can name, which outranks the others' view of it: a peer's "connection
+closed" is the echo of a failure elsewhere and never names the node that printed it. An error
+no cause names is "could not classify", naming the rank that failed first and its last lines.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.ranks.forensics import REMEDY_HANG, Forensics, hang_report
 from clustercheck.ranks.runs import NodeRun
+from clustercheck.stages.smoke.signatures import (
+    ECHO,
+    FAILED,
+    LINK,
+    OWN,
+    ROOT,
+    SIGNATURES,
+    Signature,
+    is_error,
+    is_warning,
+    is_wrapper,
+    ranks_of,
+)
 
-REMEDY_NET = "run clustercheck net and bench: a blocked port, a wrong interface (NCCL_SOCKET_IFNAME) or a dead peer"
-# (kind, pattern of an error line, summary, remedy): the most telling first.
-SIGNATURES: List[Tuple[str, str, str, str]] = [
-    ("import", r"\b(ModuleNotFoundError|ImportError)\b",
-     "a module does not import",
-     "install it into the interpreter that trains on that node, or name the right one with python= "
-     "(clustercheck env shows what each node has)"),
-    ("oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|Cannot allocate memory",
-     "out of memory",
-     "lower --micro-batch, use zero3 / zero3-offload / fsdp, or activation checkpointing; `clustercheck plan` "
-     "shows what fits"),
-    ("killed", r"Signal 9 \(SIGKILL\)|exitcode\s*:\s*-9\b|exit(ed)? with (exit )?code -9|Signals\.SIGKILL",
-     "a rank was killed (SIGKILL): the kernel's OOM killer, or someone killed it",
-     "look at the node's kernel log (dmesg: 'Out of memory: Killed process'); lower host memory use (data "
-     "workers, CPU offload) or add memory"),
-    ("ib", r"NET/IB\s*:.*(completion|status|error)|ibv_\w+\s+failed|IBV_WC_\w+",
-     "an InfiniBand transfer failed",
-     "check the InfiniBand fabric and the HCAs on those nodes (ibstat, link errors); retry with NCCL_IB_DISABLE=1 "
-     "to confirm, then set NCCL_IB_HCA to the ports that work"),
-    ("watchdog", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out",
-     "a collective timed out: one rank stopped answering (stuck, dead or very slow)",
-     "find the rank the others waited for (clustercheck bench --pairwise, clustercheck net); rerun with "
-     "TORCH_NCCL_DUMP_ON_TIMEOUT=1 for the ranks' traces"),
-    ("nccl", r"(?i)\bnccl error\b|nccl(Internal|System|UnhandledCuda|InvalidUsage|InvalidArgument|Remote)Error|"
-             r"DistBackendError|NCCL WARN Cuda failure",
-     "NCCL failed between ranks", REMEDY_NET + "; NCCL_DEBUG=INFO names the transport"),
-    ("crashed", r"Signal (11|7|4) \(SIG(SEGV|BUS|ILL)\)|exitcode\s*:\s*-(11|7|4)\b|Segmentation fault|"
-                r"Fatal Python error",
-     "a rank crashed in native code (SIGSEGV / SIGBUS)",
-     "check that torch, NCCL and the driver match on every node (clustercheck env); a debug setting can crash "
-     "too (in torch 2.13, DDP segfaults while it is built under TORCH_DISTRIBUTED_DEBUG=DETAIL)"),
-    ("rendezvous", r"Rendezvous(Timeout|Closed|Connection)Error|client socket has timed out|DistNetworkError|"
-                   r"The server socket has failed to listen|failed to bind|Address already in use|"
-                   r"[Ww]ait timeout|rendezvous.*timed out|\[c10d\].*timed out after",
-     "the nodes did not meet at the rendezvous (the c10d store)",
-     "start on every node, keep the rendezvous port open and free on the first node, and use the same "
-     "endpoint everywhere (clustercheck net)"),
-    ("peer-lost", r"Connection closed by (remote )?peer|Connection reset by peer|Broken pipe",
-     "a peer went away mid-run (its rank or node died)",
-     "find the node that died first (its own log, dmesg); clustercheck env on it"),
-    ("comms", r"\bGloo\b|ProcessGroup\w*Error|Socket Timeout",
-     "a collective failed between ranks", REMEDY_NET),
-]
-KINDS = [kind for kind, _, _, _ in SIGNATURES]
-ECHOES = ("peer-lost", "comms")   # what ranks say when another rank or node failed first
-# Not errors: Python's and c10's warnings, DeepSpeed's [WARNING] lines (they name optional modules).
-_WARNING = re.compile(r"\b\w*Warning\b|\[WARNING\]|^\s*WARNING\b|^\s*\[?W\d{4}|warnings\.warn|\bWARN(?!\s*\w*Error)")
-# ...but NCCL writes its errors at WARN level, and c10d its store's socket timeouts.
-_ERROR_AT_WARN_LEVEL = re.compile(r"NCCL WARN|\[c10d\].*timed out after")
-
-
-def is_warning(line: str) -> bool:
-    return bool(_WARNING.search(line)) and not _ERROR_AT_WARN_LEVEL.search(line)
+__all__ = ["Cause", "classify", "hang_cause", "is_warning", "torchrun_failures"]
+UNCLASSIFIED = "unclassified"
+REMEDY_UNCLASSIFIED = ("read that rank's error above and its traceback (--json has every node's stderr): clustercheck "
+                       "does not know this failure; the node and rank are where it happened first")
 
 
 @dataclass
@@ -81,6 +50,24 @@ class Cause:
     evidence: List[str]
     summary: str
     remedy: str
+    local_ranks: List[int] = field(default_factory=list)   # where only the node's launcher numbering is known
+    seen: List[str] = field(default_factory=list)           # nodes that only reported it (an echo)
+
+
+@dataclass
+class Hit:
+    """One line that says something about a failure, and who printed it."""
+
+    node: str
+    line: str
+    signature: Optional[Signature]       # None: an error of its own that no cause names
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    said_nothing: bool = False           # only its launcher says it failed
+
+    @property
+    def tier(self) -> int:
+        return self.signature.tier if self.signature else FAILED if self.said_nothing else OWN
 
 
 def torchrun_failures(text: str) -> List[Dict[str, str]]:
@@ -98,13 +85,10 @@ def torchrun_failures(text: str) -> List[Dict[str, str]]:
     return sorted(entries, key=lambda e: not e["root"])
 
 
-def _rank_of(line: str, entry: Optional[Dict[str, str]] = None) -> Optional[int]:
-    match = re.match(r"\s*\[(?:default)?rank(\d+)\]:", line)
-    if match:
-        return int(match.group(1))
-    if entry and re.match(r"\d+", entry.get("rank", "")):
-        return int(re.match(r"\d+", entry["rank"]).group(0))
-    return None
+def _entry_ranks(entry: Dict[str, str]) -> Tuple[Optional[int], Optional[int]]:
+    rank = re.match(r"\d+", entry.get("rank", ""))
+    local = re.search(r"local_rank:\s*(\d+)", entry.get("rank", ""))
+    return (int(rank.group(0)) if rank else None), (int(local.group(1)) if local else None)
 
 
 def _signal(entry: Dict[str, str]) -> str:
@@ -115,24 +99,108 @@ def _signal(entry: Dict[str, str]) -> str:
     return f"exit code {code.split()[0]}" if code else ""
 
 
-def _hits(runs: Dict[str, NodeRun], failures: Dict[str, List[Dict[str, str]]]
-          ) -> Dict[str, Dict[str, List[Tuple[str, Optional[int]]]]]:
-    """kind -> node -> [(line, rank)] of the error lines that match it, summary entries included."""
-    found: Dict[str, Dict[str, List[Tuple[str, Optional[int]]]]] = {kind: {} for kind in KINDS}
-    for node, run in runs.items():
-        text = run.stderr or "\n".join(run.stderr_tail)
-        entries = failures[node]
-        lines = [(line, _rank_of(line)) for line in text.splitlines() + [run.error] if line.strip()]
-        lines = [(f"rank {e.get('rank', '?')} on {e.get('host', node)}: {_signal(e)}: {e.get('traceback', '')}",
-                  _rank_of("", e)) for e in entries] + lines
-        for line, rank in lines:
-            if is_warning(line):
-                continue
-            for kind, pattern, _, _ in SIGNATURES:
-                if re.search(pattern, line):
-                    found[kind].setdefault(node, []).append((line.strip(), rank))
-                    break
+def _text(run: NodeRun) -> str:
+    return run.stderr or "\n".join(run.stderr_tail)
+
+
+def node_hits(node: str, run: NodeRun, entries: List[Dict[str, str]]) -> List[Hit]:
+    """Every line of the node that shows a cause or is an error of its own, torchrun's summary first."""
+    hits = []
+    for entry in entries:
+        line = (f"rank {entry.get('rank', '?')} on {entry.get('host', node)}: {_signal(entry)}: "
+                f"{entry.get('traceback', '')}")
+        signature = next((s for s in SIGNATURES if s.pattern.search(line)), None)
+        if signature:
+            hits.append(Hit(node, line, signature, *_entry_ranks(entry)))
+    for line in _text(run).splitlines() + [run.error]:
+        if not line.strip() or is_warning(line):
+            continue
+        signature = next((s for s in SIGNATURES if s.pattern.search(line)), None)
+        if signature is None and (is_wrapper(line) or not is_error(line)):
+            continue
+        hits.append(Hit(node, line.strip(), signature, *ranks_of(line)))
+    return hits
+
+
+def launcher_local_ranks(run: NodeRun) -> List[int]:
+    """The local ranks the node's launcher says failed ("failed (exitcode: 1) local_rank: 0", a
+    CalledProcessError or "exits with return code" naming --local_rank=1), not those it stopped."""
+    found = []
+    for line in _text(run).splitlines():
+        if is_wrapper(line) and not re.search(r"SIGTERM|exitcode: -15|code = -15", line):
+            _, local = ranks_of(line)
+            if local is not None and local not in found:
+                found.append(local)
     return found
+
+
+_LAUNCHER_FRAMES = re.compile(r"torch/distributed/run\.py|launcher/api\.py|deepspeed/launcher/|accelerate/commands/")
+
+
+def tracebacks(lines: List[str]) -> List[List[str]]:
+    """Each Python traceback in the lines: its frames and the line that ends it (the exception, or the last
+    frame where the log was cut), a rank's prefix ("[rank0]: ") kept apart."""
+    blocks = []
+    for i, line in enumerate(lines):
+        start = re.match(r"\s*(\[\w+\]:\s?)?Traceback \(most recent call last\)", line)
+        if not start:
+            continue
+        prefix, block = start.group(1) or "", []
+        for following in lines[i + 1:i + 400]:
+            if prefix and not following.startswith(prefix.rstrip()):
+                break
+            body = following[len(prefix):]
+            if not body.strip():
+                break
+            block.append(following)
+            if not body.startswith((" ", "\t")):
+                break    # the exception line ends it
+        blocks.append(block)
+    return [b for b in blocks if b]
+
+
+def failed_silently(node: str, run: NodeRun) -> Optional[Hit]:
+    """The node's launcher says a rank failed, though nothing it printed says why: the last line of the rank's
+    own traceback (its error line may be cut from the log), else the launcher's line."""
+    lines = _text(run).splitlines()
+    failed = [line for line in lines if is_wrapper(line) and ranks_of(line)[1] is not None
+              and not re.search(r"SIGTERM|exitcode: -15|code = -15", line)]
+    if not failed:
+        return None
+    own = [b for b in tracebacks(lines) if not is_wrapper(b[-1]) and not any(_LAUNCHER_FRAMES.search(x) for x in b)]
+    last = own[-1][-1] if own else failed[-1]
+    rank, local = ranks_of(last)
+    return Hit(node, last.strip(), None, rank, local if local is not None else ranks_of(failed[-1])[1],
+               said_nothing=True)
+
+
+def _unit_cause(hits: List[Hit]) -> List[Hit]:
+    """The hits that give one rank (or a node's unnumbered lines) its cause: a known cause of its own,
+    else a failure between ranks, else an error nobody names, else an echo."""
+    for tier in (ROOT, LINK, OWN, ECHO):
+        tiered = [h for h in hits if h.tier == tier]
+        if tier == OWN or not tiered:
+            if tiered:
+                return tiered
+            continue
+        first = min(SIGNATURES.index(h.signature) for h in tiered)
+        return [h for h in tiered if SIGNATURES.index(h.signature) == first]
+    return []
+
+
+def _units(runs: Dict[str, NodeRun], failures: Dict[str, List[Dict[str, str]]]) -> List[List[Hit]]:
+    """Each rank's cause (the lines naming a rank), and each node's lines that name none."""
+    units: List[List[Hit]] = []
+    for node, run in runs.items():
+        groups: Dict[Tuple[str, Optional[int]], List[Hit]] = {}
+        for hit in node_hits(node, run, failures[node]):
+            printed_by = (("rank", hit.rank) if hit.rank is not None else
+                          ("local", hit.local_rank) if hit.line.startswith("[default") else ("node", None))
+            groups.setdefault(printed_by, []).append(hit)
+        found = [found for found in map(_unit_cause, groups.values()) if found]
+        silent = None if any(u[0].tier < FAILED for u in found) else failed_silently(node, run)
+        units += found + ([[silent]] if silent else [])
+    return units
 
 
 def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[float] = None,
@@ -144,20 +212,20 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[flo
     if stalled_s is not None and not any(r.lost or r.exit_code not in (0, None) for r in runs.values()):
         return hang_cause(runs, timeout_s, stalled_s, forensics)
     lost = [n for n, r in runs.items() if r.lost]
-    failures = {n: torchrun_failures(r.stderr or "\n".join(r.stderr_tail)) for n, r in runs.items()}
-    hits = _hits(runs, failures)
+    failures = {n: torchrun_failures(_text(r)) for n, r in runs.items()}
+    units = _units(runs, failures)
     roots = [(n, e) for n, entries in failures.items() for e in entries if e["root"]]
-    for kind, _, summary, remedy in SIGNATURES:
-        if lost and kind in ("watchdog", "nccl", "rendezvous", "peer-lost", "comms"):
-            break  # a node went down: the others' connection errors are its echo
-        if roots and kind in ECHOES:
-            return _first_failure(*roots[0])   # torchrun's first failed rank says more than a peer's echo
-        nodes = hits[kind]
-        if not nodes:
+    for tier in (ROOT, OWN, LINK, FAILED, ECHO):
+        if lost and tier != ROOT:
+            break  # a node went down: the others' errors are its echo
+        tiered = [unit for unit in units if unit[0].tier == tier]
+        if not tiered:
             continue
-        evidence = [f"{node}: {lines[0][0][:300]}" for node, lines in nodes.items()]
-        ranks = sorted({rank for lines in nodes.values() for _, rank in lines if rank is not None})
-        return Cause(kind, list(nodes), ranks, evidence, summary, remedy)
+        if tier in (OWN, FAILED):
+            return _unclassified(tiered, runs, roots)
+        if tier == ECHO and roots:
+            return _first_failure(*roots[0])   # torchrun's first failed rank says more than a peer's echo
+        return _known(tiered, tier, runs)
     if lost:
         return Cause("node-down", lost, [], [f"{n}: the connection dropped while training ran" for n in lost],
                      "a node went down mid-run", "check the node (power, kernel log, OOM killer); drain it if it "
@@ -167,8 +235,45 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[flo
     if roots:   # torchrun names the first rank that failed, even when nothing says why
         return _first_failure(*roots[0])
     failed = {n: r for n, r in runs.items() if r.exit_code not in (0, None)}
-    return Cause("error", list(failed), [], [f"{n}: exit {r.exit_code}: {r.error}" for n, r in failed.items()],
-                 "the trainer failed", "see the log tail (--json has every node's)")
+    return Cause(UNCLASSIFIED, list(failed), [],
+                 [f"{n}: exit {r.exit_code}: {r.error or 'no error line'}" for n, r in failed.items()],
+                 "could not classify: the trainer failed and said nothing telling", REMEDY_UNCLASSIFIED,
+                 local_ranks=sorted({lr for r in failed.values() for lr in launcher_local_ranks(r)}))
+
+
+def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeRun]) -> Cause:
+    signature = min((u[0].signature for u in units), key=SIGNATURES.index)
+    hits = [h for u in units if u[0].signature is signature for h in u]
+    nodes = list(dict.fromkeys(h.node for h in hits))
+    evidence = [f"{node}: {next(h.line for h in hits if h.node == node)[:300]}" for node in nodes]
+    ranks = sorted({h.rank for h in hits if h.rank is not None})
+    local = [] if ranks else sorted({h.local_rank for h in hits if h.local_rank is not None}
+                                    or {lr for n in nodes for lr in launcher_local_ranks(runs[n])})
+    if tier == ECHO:   # the nodes that printed it are witnesses: the failure was elsewhere
+        return Cause(signature.kind, [], [], evidence,
+                     f"{signature.summary}; seen from {', '.join(nodes)}, which node failed first is not in the logs",
+                     signature.remedy, seen=nodes)
+    return Cause(signature.kind, nodes, ranks, evidence, signature.summary, signature.remedy, local)
+
+
+def _unclassified(units: List[List[Hit]], runs: Dict[str, NodeRun], roots) -> Cause:
+    """Errors no cause names: the rank that failed first, where it can be told, with its last lines."""
+    nodes = list(dict.fromkeys(u[0].node for u in units))
+    first_root = next((n for n, _ in roots if n in nodes), None)
+    if first_root:
+        nodes = [first_root]
+    elif all(runs[n].ended_s is not None for n in nodes):
+        nodes = [min(nodes, key=lambda n: runs[n].ended_s)]
+    hits = [h for u in units if u[0].node in nodes for h in u]
+    ranks = sorted({h.rank for h in hits if h.rank is not None})
+    entry = next((e for n, e in roots if n in nodes), None)
+    if not ranks and entry and _entry_ranks(entry)[0] is not None:
+        ranks = [_entry_ranks(entry)[0]]
+    local = [] if ranks else sorted({h.local_rank for h in hits if h.local_rank is not None}
+                                    or {lr for n in nodes for lr in launcher_local_ranks(runs[n])})
+    last = list(dict.fromkeys(h.line for h in hits))[-3:]
+    return Cause(UNCLASSIFIED, nodes, ranks, [f"{h.node}: {h.line[:300]}" for h in hits if h.line in last][-3:],
+                 f"could not classify the failure; its last error: {last[-1][:160]}", REMEDY_UNCLASSIFIED, local)
 
 
 def hang_cause(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[float],
@@ -177,13 +282,14 @@ def hang_cause(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[f
     summary, evidence, odd, ranks = hang_report(stalled_s, forensics, timeout_s)
     if forensics is None:
         evidence = [f"{n}: {summary}, killed" for n in hung]
-    return Cause("hang", odd or hung, ranks, evidence, summary, REMEDY_HANG)
+    return Cause("hang", odd or hung, ranks, evidence, summary, forensics.remedy if forensics else REMEDY_HANG)
 
 
 def _first_failure(node: str, entry: Dict[str, str]) -> Cause:
-    rank = _rank_of("", entry)
-    return Cause("error", [node], [rank] if rank is not None else [],
+    rank, local = _entry_ranks(entry)
+    return Cause(UNCLASSIFIED, [node], [rank] if rank is not None else [],
                  [f"{node}: rank {entry.get('rank', '?')} on {entry.get('host', node)} ended with {_signal(entry)}",
                   f"{node}: {entry.get('traceback', '')}"],
-                 f"rank {entry.get('rank', '?').split()[0]} failed first ({_signal(entry)})",
-                 "read that rank's traceback (--json has every node's stderr)")
+                 f"could not classify: rank {entry.get('rank', '?').split()[0]} failed first ({_signal(entry)})",
+                 REMEDY_UNCLASSIFIED, [local] if rank is None and local is not None else [])
+

@@ -54,8 +54,11 @@ def failure(facts: SmokeFacts, stage: LaunchResult, timeout_s: float, what: str 
     last = stage.events("step")
     evidence = cause.evidence + ([f"last progress: step {last[-1]['step']}, loss {last[-1]['loss']}"]
                                  if last else ["no training step finished"])
-    ranks = f" (rank{'s' * (len(cause.ranks) > 1)} {ranges(cause.ranks)})" if cause.ranks else ""
-    return Finding(f"smoke.{cause.kind}", Status.FAIL, f"{what} failed on {fold(cause.nodes)}{ranks}: {cause.summary}",
+    ranks = (f" (rank{'s' * (len(cause.ranks) > 1)} {ranges(cause.ranks)})" if cause.ranks else
+             f" (local rank{'s' * (len(cause.local_ranks) > 1)} {ranges(cause.local_ranks)})" if cause.local_ranks
+             else "")
+    where = f" on {fold(cause.nodes)}{ranks}" if cause.nodes else ""
+    return Finding(f"smoke.{cause.kind}", Status.FAIL, f"{what} failed{where}: {cause.summary}",
                    evidence, cause.remedy, cause.nodes)
 
 
