@@ -10,6 +10,7 @@ import click
 
 from clustercheck import __version__
 from clustercheck.commands.bench import bench
+from clustercheck.commands.device import device
 from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
 from clustercheck.commands.launch import launch
@@ -41,6 +42,7 @@ def cli():
 cli.add_command(preflight)
 cli.add_command(bench)
 cli.add_command(env)
+cli.add_command(device)
 cli.add_command(net)
 cli.add_command(node_check)
 cli.add_command(launch)

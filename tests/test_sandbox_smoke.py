@@ -59,11 +59,11 @@ def model(sandbox):
 
 
 def test_every_mode_passes_with_node_local_disks_two_ranks_per_node_and_loud_ranks(box, tmp_path, model):
-    """ddp, zero2, zero3 and fsdp fine-tune the user's model (--model, a tiny Llama made here); zero1 and
-    zero3-offload train the built-in GPT."""
+    """ddp, zero2, zero3 and fsdp fine-tune the user's model (--model, a tiny Llama made here); zero3-offload
+    trains the built-in GPT. (zero1 runs in the learning-rate test below: one smoke run less here.)"""
     failed = {}
-    for mode in ("ddp", "zero1", "zero2", "zero3", "zero3-offload", "fsdp"):
-        if mode in ("ddp", "zero1"):   # zero1 is the first mode run under DETAIL
+    for mode in ("ddp", "zero2", "zero3", "zero3-offload", "fsdp"):
+        if mode in ("ddp", "zero2"):   # zero2 is the first mode run under DETAIL
             faults.clear_all(box)
             set_env(box, *(LOUD_DDP if mode == "ddp" else LOUD))
         theirs = mode in ("ddp", "zero2", "zero3", "fsdp")
@@ -97,9 +97,10 @@ def test_ddp_crashing_under_torch_distributed_debug_detail_is_named_with_the_set
 
 def test_a_rank_with_another_learning_rate_fails_even_where_weights_agree_by_construction(box, tmp_path):
     """Under ZeRO the ranks' weights agree whatever each computed; only the losses against one process's
-    reference show it. (FSDP's losses are judged by the same rule, whatever the mode: run once here for time.)"""
+    reference show it. (FSDP's losses are judged by the same rule, whatever the mode: run once here for time,
+    in zero1, which the every-mode test leaves to this one.)"""
     set_env(box, "CLUSTERCHECK_TEST_LR_SCALE=2:1.5")   # rank 2: the first rank of the second node
-    code, doc, _ = run_smoke(box, tmp_path, "--mode", "zero2", "--steps", "12")
+    code, doc, _ = run_smoke(box, tmp_path, "--mode", "zero1", "--steps", "12")
     assert code == EXIT_FAIL
     assert "smoke.reference" in [f["check"] for f in problems(doc)], problems(doc)
 

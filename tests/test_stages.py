@@ -6,6 +6,7 @@ import ast
 import os
 import shlex
 
+import click
 import pytest
 
 from clustercheck.cli import cli
@@ -99,7 +100,10 @@ def parse_back(command):
     words = shlex.split(command)
     assert words[0] == "clustercheck"
     sub = cli.commands[words[1]]
-    ctx = sub.make_context(words[1], words[2:])
+    # under the group's context, as `clustercheck <command>` parses it: click caches a command's help option the
+    # first time it makes one, and a command parsed alone would keep "--help" without the group's "-h"
+    parent = click.Context(cli, info_name="clustercheck", **cli.context_settings)
+    ctx = sub.make_context(words[1], words[2:], parent=parent)
     return ctx.params
 
 

@@ -18,10 +18,14 @@ from clustercheck.tools.node_health import check_this_node, reason, verdict
               help="Thresholds file (TOML); default ./clustercheck.toml when present.")
 @click.option("--gpus", "expected_gpus", type=click.IntRange(0, 1024),
               help="GPUs this node must have (default: the NVIDIA GPUs on its PCI bus).")
+@click.option("--load", "load_s", type=FiniteRange(0, 300), default=0.0, show_default=True,
+              help="Also load every GPU for this many seconds (matmul, copies): PCIe links under load, each GPU "
+                   "against the others and its model's figure, the same bits. For a prolog or an idle node: it "
+                   "competes with a running job.")
 @click.option("--reason", "reason_only", is_flag=True, default=False,
               help="Print only the reason (empty when healthy), for scontrol update ... reason=.")
 @click.option("-v", "--verbose", is_flag=True, default=False, help="Also list every check.")
-def node_check(workdir, timeout_s, config_path, expected_gpus, reason_only, verbose):
+def node_check(workdir, timeout_s, config_path, expected_gpus, load_s, reason_only, verbose):
     """This node's health in a few seconds, as a Nagios check (for Slurm's HealthCheckProgram or a prolog).
 
     GPU health (Xid, ECC, retired rows, temperature, GPUs lost), GPU topology and NVLink,
@@ -34,7 +38,7 @@ def node_check(workdir, timeout_s, config_path, expected_gpus, reason_only, verb
       reason=$(clustercheck node-check --reason)
       [ $? -eq 2 ] && scontrol update nodename=$(hostname -s) state=drain reason="$reason"
     """
-    findings = check_this_node(load_config(config_path), workdir, timeout_s, expected_gpus)
+    findings = check_this_node(load_config(config_path), workdir, timeout_s, expected_gpus, load_s=load_s)
     code, line = verdict(findings)
     click.echo(reason(findings) if reason_only else line)
     if verbose and not reason_only:

@@ -17,7 +17,7 @@ def say(stage: str, text: str) -> None:
 @click_options(PreflightOptions)
 @click_options(OutputOptions, exclude=("report",))
 def preflight(**params):
-    """Everything in order (env, net, bench, smoke), one readiness report, and what changed.
+    """Everything in order (env, device, net, bench, smoke), one readiness report, and what changed.
 
     A failed stage skips those it makes pointless, saying why. The report goes to
     reports/<date>-<name>.md and .json, with plots; --baseline compares with an

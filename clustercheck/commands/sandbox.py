@@ -86,6 +86,7 @@ def status(name):
 def fault(knob, node, value, name):
     """Make a fault on NODE: slow MBIT, drop PORT[:HIGH], reject PORT[:HIGH], mtu MTU,
     set-env VAR=VALUE, hide PROGRAM, read-only DIR, small-disk DIR:KIB (a tmpfs of that size over DIR),
+    cpu-quota CPUS (its sessions get at most that many CPUs),
     nvidia-smi XML (a stand-in printing a recorded nvidia-smi -q -x),
     kernel-log FILE (the node's /dev/kmsg), loopback-hostname, stop-sshd, start-sshd, blackhole, crash,
     drain REASON and resume (Slurm's node state), or clear (undo all)."""

@@ -15,6 +15,8 @@ from clustercheck.runner.options import FiniteRange, borrow, deadline_option, op
 from clustercheck.runner.stage import Stage
 from clustercheck.stages.bench.options import BenchOptions
 from clustercheck.stages.bench.stage import BenchStage
+from clustercheck.stages.device.options import DeviceOptions
+from clustercheck.stages.device.stage import DeviceStage
 from clustercheck.stages.env.options import EnvOptions
 from clustercheck.stages.env.stage import EnvStage
 from clustercheck.stages.net.options import NetOptions
@@ -43,6 +45,8 @@ class PreflightOptions:
     skip: Optional[Sequence[str]] = opt("--skip", callback=parse_stages, help="Skip these stages.")
     config_path: Optional[str] = borrow(EnvOptions, "config_path")
     workdir: Optional[str] = borrow(EnvOptions, "workdir")
+    device_seconds: float = borrow(DeviceOptions, "seconds", "--device-seconds", default=6.0,
+                                   help="How long the device stage measures every device, all at once.")
     master_port: int = borrow(NetOptions, "master_port")
     rdzv_port: int = borrow(NetOptions, "rdzv_port")
     attempt_timeout_s: float = borrow(NetOptions, "attempt_timeout_s")
@@ -74,6 +78,7 @@ class PreflightOptions:
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
     required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
     return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required)),
+            DeviceStage(DeviceOptions(seconds=options.device_seconds)),
             NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
                                 attempt_timeout_s=options.attempt_timeout_s)),
             BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,

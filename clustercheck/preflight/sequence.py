@@ -1,4 +1,5 @@
-"""The stages preflight runs, in order (env, net, bench, smoke), and the short bandwidth sweep it gives bench."""
+"""The stages preflight runs, in order (env, device, net, bench, smoke), and the short bandwidth sweep it gives
+bench."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import Optional
 from clustercheck.ranks.runs import DEFAULT_RDZV_PORT
 from clustercheck.stages.bench.options import BenchOptions
 from clustercheck.stages.bench.stage import BenchStage
+from clustercheck.stages.device.stage import DeviceStage
 from clustercheck.stages.env.stage import EnvStage
 from clustercheck.stages.net.stage import NetStage
 from clustercheck.stages.smoke.stage import SmokeStage
 
-STAGES = (EnvStage, NetStage, BenchStage, SmokeStage)
+STAGES = (EnvStage, DeviceStage, NetStage, BenchStage, SmokeStage)
 
 
 STAGE_NAMES = tuple(cls.name for cls in STAGES)

@@ -15,6 +15,7 @@ also after a crash, by name prefix. Needs root.
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 import json
 import os
@@ -360,6 +361,12 @@ def down(name: str) -> List[str]:
     for netns in namespaces:
         sh("ip", "netns", "del", netns, check=False)
         removed.append(netns)
+    for group in glob.glob(f"/sys/fs/cgroup/cpu/clustercheck-{name}-n*"):   # faults.cpu_quota's, now empty
+        try:
+            os.rmdir(group)
+            removed.append(group)
+        except OSError:
+            pass
     link_re = re.compile(rf"^{re.escape(name)}-(br|\d+h)(@.*)?$")
     for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(": ")

@@ -12,6 +12,7 @@ import signal
 import time
 from typing import Callable, Dict, List, Sequence
 
+from clustercheck.sandbox import cgroups
 from clustercheck.sandbox.cluster import Sandbox, SandboxNode
 from clustercheck.sandbox.processes import SandboxError, first_process_alive, pid_alive, sh
 
@@ -280,6 +281,7 @@ def clear(box: Sandbox, name: str) -> None:
         stop_sshd(box, name)
         box._write_sshd_config(node)
     start_sshd(box, name)
+    cgroups.release_cpu(box, name)
     for target in reversed(node.mounts):
         node_exec(box, name, ["umount", "-l", target], check=False)
     node.mounts = []
@@ -339,6 +341,7 @@ KNOBS = {
     "mtu": (set_mtu, "MTU", int),
     "hide": (hide_program, "PROGRAM", str),
     "read-only": (read_only, "DIR", str),
+    "cpu-quota": (cgroups.cpu_quota, "CPUS", float),
     "small-disk": (lambda box, name, spec: small_disk(box, name, *spec), "DIR:KIB", _dir_and_size),
     "nvidia-smi": (nvidia_smi, "XML", str),
     "kernel-log": (kernel_log_file, "FILE", str),

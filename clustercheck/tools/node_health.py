@@ -20,6 +20,9 @@ from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
 from clustercheck.node.judges import unreachable
 from clustercheck.onnode.nodelib import read
+from clustercheck.stages.device.gather import gather_devices
+from clustercheck.stages.device.options import DeviceOptions
+from clustercheck.stages.device.rules import judge_devices
 from clustercheck.stages.env import fabric_rules, gpu_rules, rules, topology
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
@@ -34,11 +37,16 @@ HERE = "localhost"   # Slurm keeps a node's reason short; so do we
 
 
 def check_this_node(config: Config, workdir: Optional[str], timeout_s: float, expected_gpus: Optional[int] = None,
-                    python: Optional[str] = None) -> List[Finding]:
-    """expected_gpus: --gpus, else the NVIDIA GPUs on this machine's PCI bus (sysfs)."""
+                    python: Optional[str] = None, load_s: float = 0.0) -> List[Finding]:
+    """expected_gpus: --gpus, else the NVIDIA GPUs on this machine's PCI bus (sysfs). load_s: also load every GPU
+    for that long (the device stage's matmul and copies): PCIe links under load, each GPU against the others
+    and against its model's figure, and the same bits."""
     nodes = local_inventory(Defaults(python=python or sys.executable))
     with Cluster(nodes, FanoutOptions(session=False)) as cluster:
         probed = probe_cluster(cluster, nodes, ProbeOptions(timeout_s=timeout_s, workdir=workdir, deep=False))
+        loaded = (judge_devices(gather_devices(cluster, nodes, DeviceOptions(seconds=load_s, dcgm_level=0,
+                                                                             start_margin_s=0.0)))
+                  if load_s else [])
     # the probe could not run: nothing was checked, which is UNKNOWN here, not a broken node
     findings = [Finding(f.check, Status.UNKNOWN, f.summary, f.evidence, f.remedy, f.nodes)
                 for f in unreachable(probed) if f.status is not Status.OK]
@@ -49,7 +57,7 @@ def check_this_node(config: Config, workdir: Optional[str], timeout_s: float, ex
     expected = expected_gpus if expected_gpus is not None else pci_gpus()
     found = gpu_count(probed[0].facts) if probed and probed[0].facts else None
     findings += gpus_present(expected, found, source)
-    return sort_findings(findings)
+    return sort_findings(findings + loaded)
 
 
 def pci_gpus(sysfs: str = "/sys") -> int:

@@ -1,0 +1,375 @@
+"""clustercheck device probe: what each compute device of this node does under load, as one JSON document.
+
+Shipped to every node and run with the interpreter that trains there; needs torch. Every node
+starts its measurements at the same moment (--start-at, seconds since the epoch), so devices that
+share something (a host's cores, a PCIe switch, a power budget) are measured under the same load.
+
+- CUDA: every GPU at once (a thread each): a fixed-shape GEMM in each training dtype (TFLOPS),
+  a device-to-device copy, pinned host-to-device and device-to-host copies (GB/s), and the
+  peer-to-peer copy matrix between the node's GPUs; while they run, each GPU's clocks, power,
+  temperature, throttle reasons and PCIe generation and width, current against maximum (pynvml).
+- CPU only: the node is one device: an fp32 GEMM (GFLOPS) and a memory copy (GB/s).
+- Every device multiplies the same seeded inputs; the SHA-256 of the result's bytes goes into the
+  answer, so devices of one model can be compared bit for bit (silent data corruption).
+
+It never raises: what could not be measured is said in "error" with the reason.
+
+    python device_probe.py --seconds 8 [--start-at EPOCH] [--size N]
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+try:  # imported as part of the clustercheck package (the tests)
+    from .gpuprobe import THROTTLE_BITS
+    from .nodelib import emit_json
+except ImportError:  # shipped to a node: inline_command registers the helpers beside this program
+    from gpuprobe import THROTTLE_BITS
+    from nodelib import emit_json
+
+CHECK_SIZE = 256          # the bit-for-bit check: small, one thread, the same on every device of a model
+GPU_SIZE = 8192           # GEMM shape on a GPU (n x n x n): large enough to reach its peak
+CPU_SIZE = 512
+GPU_DTYPES = ("bfloat16", "float16", "tf32", "float32")
+COPY_MIB = {"cuda": 1024, "cpu": 256}
+# Test-only fault, set on one sandbox node: its devices return one wrong element (silent data corruption).
+WRONG_BITS = "CLUSTERCHECK_TEST_WRONG_BITS"
+
+
+DCGM_DEADLINE_S = {1: 120, 2: 900, 3: 2700}   # dcgmi diag -r 1 takes seconds, -r 3 up to half an hour
+
+
+def parse_args(argv):
+    args = {"seconds": 8.0, "start_at": 0.0, "size": 0, "dcgm": 0}
+    for i, arg in enumerate(argv):
+        key = arg.lstrip("-").replace("-", "_")
+        if key in args and i + 1 < len(argv):
+            args[key] = float(argv[i + 1])
+    return args
+
+
+def wait_until(start_at):
+    delay = start_at - time.time()
+    if 0 < delay < 120:
+        time.sleep(delay)
+
+
+def checksum(torch, device, dtype):
+    """SHA-256 of A @ B for seeded inputs: the same bits on every healthy device of one model."""
+    generator = torch.Generator().manual_seed(20261124)
+    a = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
+    result = (a @ b).float().cpu().contiguous()
+    if os.environ.get(WRONG_BITS):
+        result[7, 7] += 1.0
+    return hashlib.sha256(result.numpy().tobytes()).hexdigest()[:16]
+
+
+def timed(run, sync, budget_s, least=3):
+    """Seconds per call of run(): warmed up, then repeated for about budget_s."""
+    run()
+    sync()
+    calls, start = 0, time.perf_counter()
+    while calls < least or time.perf_counter() - start < budget_s:
+        run()
+        calls += 1
+        if calls % 4 == 0 or calls < least:
+            sync()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def gemm_rate(torch, device, dtype, size, budget_s, sync):
+    """FLOP/s of an n x n x n matmul into a preallocated result."""
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    per_call = timed(lambda: torch.mm(a, b, out=out), sync, budget_s)
+    return 2.0 * size ** 3 / per_call
+
+
+def copy_rate(torch, source, target, nbytes, budget_s, sync):
+    """Bytes/s of copying a buffer of nbytes from source to target."""
+    src = source()
+    dst = target()
+    per_call = timed(lambda: dst.copy_(src, non_blocking=True), sync, budget_s)
+    return nbytes / per_call
+
+
+def measure_cpu(torch, args):
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    budget = args["seconds"] / 2
+    size = int(args["size"] or CPU_SIZE)
+    nbytes = COPY_MIB["cpu"] * 2 ** 20
+    no_sync = lambda: None  # noqa: E731
+    device = {"index": 0, "kind": "cpu", "name": cpu_model(), "threads": torch.get_num_threads(),
+              "gemm_flops": {"float32": gemm_rate(torch, "cpu", torch.float32, size, budget, no_sync)},
+              "copy_bytes_s": copy_rate(torch, lambda: torch.ones(nbytes // 4), lambda: torch.empty(nbytes // 4),
+                                        nbytes, budget, no_sync)}
+    torch.set_num_threads(1)
+    device["checksum"] = {"float32": checksum(torch, "cpu", torch.float32)}
+    return [device]
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _dtype(torch, name):
+    return torch.float32 if name == "tf32" else getattr(torch, name)
+
+
+def measure_gpu(torch, index, args, share, phase):
+    """One GPU's figures; runs in its own thread, all GPUs at once. `phase` (a Barrier of every GPU's thread)
+    keeps them on one dtype at a time: TF32 is a process-wide switch, and the GPUs are loaded alike."""
+    device = "cuda:%d" % index
+    found = {"index": index, "kind": "cuda", "name": torch.cuda.get_device_name(index), "gemm_flops": {},
+             "checksum": {}}
+    try:
+        with torch.cuda.device(index):
+            sync = torch.cuda.synchronize
+            size = int(args["size"] or GPU_SIZE)
+            for name in GPU_DTYPES:
+                phase.wait(timeout=600)
+                torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+                found["gemm_flops"][name] = gemm_rate(torch, device, _dtype(torch, name), size, share, sync)
+                found["checksum"][name] = checksum(torch, device, _dtype(torch, name))
+                phase.wait(timeout=600)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            nbytes = COPY_MIB["cuda"] * 2 ** 20
+            on_gpu = lambda: torch.empty(nbytes, dtype=torch.uint8, device=device)  # noqa: E731
+            pinned = lambda: torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)  # noqa: E731
+            found["copy_bytes_s"] = copy_rate(torch, on_gpu, on_gpu, nbytes, share, sync)
+            found["h2d_bytes_s"] = copy_rate(torch, pinned, on_gpu, nbytes, share, sync)
+            found["d2h_bytes_s"] = copy_rate(torch, on_gpu, pinned, nbytes, share, sync)
+    except Exception as exc:  # one GPU's failure is that GPU's result (and the others go on without it)
+        phase.abort()
+        found["error"] = ("%s: %s" % (type(exc).__name__, exc))[:300]
+    return found
+
+
+def pci_address(torch, index):
+    """"00000000:18:00.0" as nvidia-smi writes it, from torch's device properties ("" where it has none)."""
+    try:
+        props = torch.cuda.get_device_properties(index)
+        return "%08X:%02X:%02X.0" % (props.pci_domain_id, props.pci_bus_id, props.pci_device_id)
+    except Exception:
+        return ""
+
+
+def peer_matrix(torch, count, share):
+    """Bytes/s of copying 256 MiB from GPU i to GPU j, every ordered pair (None where it failed)."""
+    nbytes = 256 * 2 ** 20
+    matrix = [[None] * count for _ in range(count)]
+    for i in range(count):
+        for j in range(count):
+            if i == j:
+                continue
+            try:
+                matrix[i][j] = copy_rate(torch, lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda:%d" % i),
+                                         lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda:%d" % j),
+                                         nbytes, share, torch.cuda.synchronize)
+            except Exception:
+                matrix[i][j] = None
+    return matrix
+
+
+class Sampler(threading.Thread):
+    """Each GPU's clocks, power, temperature, throttle reasons and PCIe link, read while the work runs:
+    pynvml, else `nvidia-smi -q` (slower: every 2 s)."""
+
+    def __init__(self, count):
+        super().__init__(daemon=True)
+        self.count, self.samples, self.stop = count, {i: [] for i in range(count)}, threading.Event()
+
+    def run(self):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+        except Exception:
+            return self.run_smi()
+        while not self.stop.wait(0.5):
+            for index in range(self.count):
+                try:
+                    self.samples[index].append(nvml_sample(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)))
+                except Exception:
+                    pass
+
+    def run_smi(self):
+        smi = shutil.which("nvidia-smi")
+        while smi and not self.stop.wait(2.0):
+            try:
+                text = subprocess.run([smi, "-q"], stdout=subprocess.PIPE, timeout=10).stdout.decode(errors="replace")
+            except Exception:
+                return
+            for index, sample in enumerate(smi_q_samples(text)[:self.count]):
+                self.samples[index].append(sample)
+
+
+REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+
+
+def smi_q_samples(text):
+    """One sample per GPU, in the sampler's shape, from `nvidia-smi -q` text (sections by indentation)."""
+    gpus, path = [], []
+    for line in text.splitlines():
+        if line.startswith("GPU 0"):
+            gpus.append({"throttle": []})
+            path = []
+            continue
+        if not gpus or not line.strip():
+            continue
+        level = (len(line) - len(line.lstrip())) // 4
+        key, sep, value = (part.strip() for part in line.strip().partition(":"))
+        if not sep:
+            path = path[:max(level - 1, 0)] + [key]
+            continue
+        section = path[:max(level - 1, 0)]
+        _smi_field(gpus[-1], section, key, value)
+    return gpus
+
+
+def _smi_field(sample, section, key, value):
+    number = value.split()[0] if value.split() else ""
+    try:
+        number = float(number.rstrip("x"))
+    except ValueError:
+        number = None
+    if any(s in REASON_SECTIONS for s in section) and value == "Active":
+        sample["throttle"].append("gpu_idle" if key == "Idle" else key.lower().replace(" ", "_"))
+    elif section[-1:] == ["PCIe Generation"] and key in ("Max", "Current") and number is not None:
+        sample["pcie_gen_max" if key == "Max" else "pcie_gen"] = int(number)
+    elif section[-1:] == ["Link Width"] and key in ("Max", "Current") and number is not None:
+        sample["pcie_width_max" if key == "Max" else "pcie_width"] = int(number)
+    elif section[-1:] in (["Clocks"], ["Max Clocks"]) and key == "SM" and number is not None:
+        sample["sm_mhz" if section[-1] == "Clocks" else "max_sm_mhz"] = int(number)
+    elif section[-1:] in (["GPU Power Readings"], ["Power Readings"]) and number is not None:
+        if key == "Power Draw":
+            sample["power_w"] = number
+        elif key in ("Current Power Limit", "Enforced Power Limit", "Power Limit"):
+            sample.setdefault("power_limit_w", number)
+
+
+def nvml_sample(pynvml, handle):
+    reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+    return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_sm_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "throttle": [name for bit, name in sorted(THROTTLE_BITS.items()) if reasons & bit],
+            "pcie_gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+            "pcie_gen_max": pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+            "pcie_width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+            "pcie_width_max": pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)}
+
+
+def measure_gpus(torch, args):
+    count = torch.cuda.device_count()
+    share = args["seconds"] / (len(GPU_DTYPES) + 4)
+    pair_share = max(0.05, args["seconds"] / 4 / max(1, count * (count - 1)))
+    sampler = Sampler(count)
+    sampler.start()
+    results = [None] * count
+    phase = threading.Barrier(count)
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, measure_gpu(torch, i, args, share, phase)))
+               for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sampler.stop.set()
+    sampler.join(2)
+    for index, found in enumerate(results):
+        found["samples"] = sampler.samples[index][-20:]
+        found["pci_bus_id"] = pci_address(torch, index)
+    return results, (peer_matrix(torch, count, pair_share) if count > 1 else [])
+
+
+NVBANDWIDTH_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce")
+
+
+def run_nvbandwidth():
+    """nvbandwidth's copy-engine tests where the tool is installed (its text, read by the controller)."""
+    tool = shutil.which("nvbandwidth")
+    if not tool:
+        return None
+    argv = [tool] + [arg for test in NVBANDWIDTH_TESTS for arg in ("-t", test)]
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "nvbandwidth did not finish: %s" % exc
+    return done.stdout.decode(errors="replace")[-200000:]
+
+
+def run_dcgm(level):
+    """dcgmi diag at that level, after the measurements (it loads the GPUs itself); None where DCGM is not
+    installed. Not under MIG: the diagnostic needs whole GPUs."""
+    dcgmi = shutil.which("dcgmi")
+    if not level or not dcgmi:
+        return None
+    level = int(level)
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            if pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(index))[0] == 1:
+                return {"level": level, "skipped": "MIG is enabled on GPU %d (the diagnostic needs whole GPUs)" % index}
+    except Exception:
+        pass
+    try:
+        done = subprocess.run([dcgmi, "diag", "-r", str(level), "-j"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=DCGM_DEADLINE_S.get(level, 120))
+    except subprocess.TimeoutExpired:
+        return {"level": level, "skipped": "no answer within %d s" % DCGM_DEADLINE_S.get(level, 120)}
+    except OSError as exc:
+        return {"level": level, "skipped": "could not start dcgmi: %s" % exc}
+    out = done.stdout.decode(errors="replace")
+    return {"level": level, "exit": done.returncode, "output": out[-200000:],
+            "stderr": done.stderr.decode(errors="replace")[-2000:]}
+
+
+def probe(argv):
+    args = parse_args(argv)
+    doc = {"schema": 1, "started": time.time()}
+    try:
+        import torch
+    except Exception as exc:
+        doc["error"] = ("import torch: %s: %s" % (type(exc).__name__, exc))[:300]
+        return doc
+    doc["torch"] = torch.__version__
+    wait_until(args["start_at"])
+    doc["measured_at"] = time.time()
+    try:
+        if torch.cuda.is_available() and torch.cuda.device_count():
+            doc["kind"], doc["cuda"] = "cuda", torch.version.cuda
+            doc["devices"], doc["peers_bytes_s"] = measure_gpus(torch, args)
+            doc["nvbandwidth"] = run_nvbandwidth()
+            doc["dcgm"] = run_dcgm(args["dcgm"])
+        else:
+            doc["kind"] = "cpu"
+            doc["devices"] = measure_cpu(torch, args)
+    except Exception as exc:
+        doc["error"] = ("%s: %s" % (type(exc).__name__, exc))[:300]
+    doc["finished"] = time.time()
+    return doc
+
+
+def main():
+    emit_json(lambda: probe(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Run the device probe (clustercheck/onnode/device_probe.py) on every node at once: every node waits for
+one moment (--start-at), so the devices are measured under the same load; each run has its deadline."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Sequence
+
+from clustercheck.core.inventory import Node
+from clustercheck.node.facts import interpreter
+from clustercheck.onnode import inline_command
+from clustercheck.onnode.device_probe import DCGM_DEADLINE_S
+from clustercheck.stages.device.facts import DeviceFacts
+from clustercheck.stages.device.options import DeviceOptions
+from clustercheck.transport.base import NodeResult, Transport
+from clustercheck.transport.fanout import Cluster
+
+
+def gather_devices(cluster: Cluster, nodes: Sequence[Node], options: DeviceOptions) -> DeviceFacts:
+    facts = DeviceFacts(list(nodes), seconds=options.seconds)
+    started = time.monotonic()
+    margin = options.start_margin_s if len(nodes) > 1 else 0.0   # one node has nobody to start with
+    start_at = time.time() + margin
+    deadline = (margin + options.import_s + 4 * options.seconds
+                + (DCGM_DEADLINE_S[options.dcgm_level] + 10 if options.dcgm_level else 0))
+
+    def measure(transport: Transport, node: Node) -> NodeResult:
+        args = ["--seconds", f"{options.seconds:g}", "--start-at", f"{start_at:.3f}", "--size", str(options.size),
+                "--dcgm", str(options.dcgm_level)]
+        return transport.run(inline_command(interpreter(node), "device_probe", args), deadline)
+
+    for result in cluster.each(measure, nodes):
+        doc = _document(result.stdout) if result.ok else None
+        if doc is None:
+            why = result.detail or (result.stderr or "").strip()[-300:] or f"exit {result.exit_code}, no answer"
+            facts.problems[result.node] = why
+        elif doc.get("error") or doc.get("fatal"):
+            facts.problems[result.node] = doc.get("error") or doc.get("fatal")
+            facts.documents[result.node] = doc
+        else:
+            facts.documents[result.node] = doc
+    facts.wall_s = time.monotonic() - started
+    return facts
+
+
+def _document(stdout: str):
+    for line in reversed((stdout or "").splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,43 @@
+"""The device stage: every node's devices measured at once (gather.py), judged (rules.py), shown (render.py)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+from clustercheck.core.result import Finding
+from clustercheck.node.layer import NodeLayer
+from clustercheck.runner.stage import Stage, StageResult
+from clustercheck.stages.device import render
+from clustercheck.stages.device.facts import DeviceFacts
+from clustercheck.stages.device.gather import gather_devices
+from clustercheck.stages.device.options import DeviceOptions
+from clustercheck.stages.device.rules import judge_devices
+
+
+class DeviceStage(Stage):
+    options: DeviceOptions
+    name = "device"
+
+    def gather(self, layer: NodeLayer) -> DeviceFacts:
+        facts = gather_devices(layer.cluster, layer.nodes, self.options)
+        facts.probed = layer.known or []
+        return facts
+
+    def judge(self, facts: DeviceFacts) -> List[Finding]:
+        return judge_devices(facts)
+
+    def to_json(self, result: StageResult) -> Dict:
+        return render.to_json(result.facts, result.findings)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return render.render_terminal(result.facts, result.findings, verbose)
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return render.render_markdown(result.facts, result.findings, command)
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        rows = render.table(result.facts, "github")
+        return ["## Devices", "", render.headline(result.facts), "", *rows, ""] if rows else []
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {"device": render.to_json(result.facts, result.findings)}

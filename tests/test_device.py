@@ -1,0 +1,169 @@
+"""The device stage's judges on probe documents, and the probe itself on this machine's CPU."""
+
+from clustercheck.core.inventory import Node
+from clustercheck.core.result import Status
+from clustercheck.stages.device import expected
+from clustercheck.stages.device.facts import DeviceFacts
+from clustercheck.stages.device.rules import judge_devices
+
+H100 = "NVIDIA H100 80GB HBM3"
+LOADED = {"sm_mhz": 1980, "max_sm_mhz": 1980, "power_w": 690.0, "power_limit_w": 700.0, "temperature_c": 61,
+          "throttle": [], "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": 16, "pcie_width_max": 16}
+
+
+def gpu(index, tflops=780.0, h2d=55e9, digest="aaaa", **sample):
+    return {"index": index, "kind": "cuda", "name": H100, "pci_bus_id": f"00000000:{0x18 + index:02X}:00.0",
+            "gemm_flops": {"bfloat16": tflops * 1e12, "float16": tflops * 1e12},
+            "copy_bytes_s": 2.6e12, "h2d_bytes_s": h2d, "d2h_bytes_s": h2d,
+            "checksum": {"bfloat16": digest}, "samples": [dict(LOADED, **sample)]}
+
+
+def facts(per_node):
+    nodes = [Node(f"n{i + 1}") for i in range(len(per_node))]
+    docs = {n.name: {"schema": 1, "kind": "cuda", "torch": "2.13.0", "cuda": "12.8", "devices": devices,
+                     "peers_bytes_s": []} for n, devices in zip(nodes, per_node)}
+    return DeviceFacts(nodes, docs, seconds=10)
+
+
+def by_check(found):
+    return {f.check: f for f in found}
+
+
+def test_eight_alike_gpus_per_node_name_nobody():
+    found = judge_devices(facts([[gpu(i) for i in range(8)] for _ in range(2)]))
+    assert all(f.status is Status.OK for f in found), [f.summary for f in found if f.status is not Status.OK]
+    assert "16 GPUs (NVIDIA H100 80GB HBM3) alike" in by_check(found)["device.gemm.bfloat16"].summary
+
+
+def test_a_power_capped_gpu_is_named_with_its_figure_its_peers_and_why():
+    nodes = [[gpu(i) for i in range(8)] for _ in range(2)]
+    nodes[1][3] = gpu(3, tflops=500.0, throttle=["sw_power_cap"], power_w=540.0, sm_mhz=1320)
+    found = by_check(judge_devices(facts(nodes)))
+    slow = found["device.gemm.bfloat16"]
+    assert slow.status is Status.FAIL and slow.nodes == ["n2"]
+    [line] = slow.evidence
+    assert line.startswith("GPU 3 on n2 (00000000:1B:00.0): 500.0 TFLOPS, 64% of its 15 peers' 780.0")
+    assert "sw_power_cap active" in line and "540 W of 700 W" in line and "SM clock at most 1320 of 1980" in line
+    assert "500.0 TFLOPS bf16, 63% of 794.5" in found["device.expected"].evidence[0]
+
+
+def test_a_link_trained_down_under_load_and_a_gpu_with_other_bits():
+    nodes = [[gpu(i) for i in range(4)] for _ in range(2)]
+    nodes[0][2] = gpu(2, h2d=26e9, pcie_gen=4, pcie_width=8)
+    nodes[1][1] = gpu(1, digest="bbbb")
+    found = by_check(judge_devices(facts(nodes)))
+    assert found["device.links"].nodes == ["n1"]
+    assert "GPU 2 on n1 (00000000:1A:00.0): PCIe Gen4 x8 of Gen5 x16 under load" in found["device.links"].evidence
+    assert found["device.h2d"].status is Status.FAIL and found["device.h2d"].nodes == ["n1"]
+    bits = found["device.bits"]
+    assert bits.status is Status.FAIL and bits.nodes == ["n2"] and "7 of 8 others aaaa" in bits.evidence[0]
+
+
+def test_two_devices_that_disagree_are_both_suspects_and_one_device_is_measured_but_not_compared():
+    two = facts([[gpu(0)], [gpu(0, digest="bbbb")]])
+    assert by_check(judge_devices(two))["device.bits"].nodes == ["n1", "n2"]
+    cpu = {"index": 0, "kind": "cpu", "name": "Some CPU", "gemm_flops": {"float32": 4e10}, "copy_bytes_s": 5e9,
+           "checksum": {"float32": "cccc"}}
+    alone = DeviceFacts([Node("n1")], {"n1": {"kind": "cpu", "devices": [cpu]}})
+    [finding] = judge_devices(alone)
+    assert finding.check == "device.measured" and finding.status is Status.OK and "none has a peer" in finding.summary
+
+
+def test_a_node_that_could_not_be_measured_is_unknown_never_ok():
+    broken = facts([[gpu(0)], [gpu(0)], []])
+    broken.documents.pop("n3")
+    broken.problems["n3"] = "import torch: ModuleNotFoundError: No module named 'torch'"
+    found = by_check(judge_devices(broken))
+    assert found["device.unmeasured"].status is Status.UNKNOWN and found["device.unmeasured"].nodes == ["n3"]
+    nothing = DeviceFacts([Node("n1")], {"n1": {"kind": "cpu", "devices": []}})
+    assert [f.status for f in judge_devices(nothing)] == [Status.UNKNOWN]
+
+
+def test_the_table_matches_whole_model_words_of_sxm_parts():
+    assert expected.model_of(H100) == "H100" and expected.model_of("NVIDIA GH200 480GB") == "GH200"
+    assert expected.model_of("NVIDIA H100 NVL") is None and expected.model_of("NVIDIA A100 80GB PCIe") is None
+    assert expected.model_of("NVIDIA A1000") is None and expected.bf16_tflops("NVIDIA B200") == 1745.0
+
+
+def test_the_probe_measures_this_cpu_and_a_wrong_bits_fault_changes_only_the_checksum(monkeypatch):
+    from clustercheck.onnode import device_probe
+    doc = device_probe.probe(["--seconds", "0.4", "--size", "128"])
+    [cpu] = doc["devices"]
+    assert doc["kind"] == "cpu" and cpu["gemm_flops"]["float32"] > 1e8 and cpu["copy_bytes_s"] > 1e8
+    monkeypatch.setenv(device_probe.WRONG_BITS, "1")
+    again = device_probe.probe(["--seconds", "0.4", "--size", "128"])["devices"][0]
+    assert again["checksum"]["float32"] != cpu["checksum"]["float32"]
+    monkeypatch.delenv(device_probe.WRONG_BITS)
+    assert device_probe.probe(["--seconds", "0.2", "--size", "64"])["devices"][0]["checksum"] == cpu["checksum"]
+
+
+def _dcgm(name):
+    import os
+    with open(os.path.join(os.path.dirname(__file__), "data", "dcgm", name)) as handle:
+        return handle.read()
+
+
+def test_dcgm_diag_every_shape_read_a_failure_named_a_skip_never_ok_and_dcgm_s_own_errors_labelled():
+    from clustercheck.stages.device.dcgm import judge_dcgm, parse_diag
+    passed = judge_dcgm("n1", {"level": 2, "output": _dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json")})
+    assert [(f.status, f.summary.split(":")[0]) for f in passed] == [(Status.OK, "dcgmi diag -r 2 on n1")]
+    [power, eud] = judge_dcgm("n2", {"level": 3, "output": _dcgm("diag-r3-text-3.3.9-4xa10g-targeted-power-fail.txt")})
+    assert (power.status, power.nodes) == (Status.FAIL, ["n2"])
+    assert power.summary == "dcgmi diag -r 3: Targeted Power failed on n2, GPU 1"
+    assert power.evidence[0].startswith("GPU 1 Max power of 224.1 did not reach desired power minimum")
+    assert eud.status is Status.UNKNOWN and "EUD Test" in eud.evidence[0]
+    gated = judge_dcgm("n3", {"level": 2, "output": _dcgm("diag-r2-json-4.5.2-gb10-plugins-gated.json")})
+    assert {f.status for f in gated} == {Status.UNKNOWN} and any("skipped 2 test(s)" in f.summary for f in gated)
+    assert any("persistence mode is off" in f.summary for f in gated)
+    internal = judge_dcgm("n4", {"level": 2, "output": _dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")})
+    assert internal[0].status is Status.UNKNOWN and "internal error of DCGM's test" in internal[0].summary
+    assert "couldn't be parsed" in internal[0].evidence[0] and "Restart DCGM" in internal[0].evidence[0]
+    assert len([r for r in parse_diag(_dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")) if r.gpus]) == 24
+    mig = judge_dcgm("n5", {"level": 1, "skipped": "MIG is enabled on GPU 0 (the diagnostic needs whole GPUs)"})
+    assert mig[0].status is Status.UNKNOWN and "MIG" in mig[0].summary
+    assert judge_dcgm("n6", None) == [] and judge_dcgm("n7", {"level": 1, "output": "garbage"})[0].status \
+        is Status.UNKNOWN
+
+
+def _recorded(folder, name):
+    import os
+    with open(os.path.join(os.path.dirname(__file__), "data", folder, name)) as handle:
+        return handle.read()
+
+
+def test_nvbandwidth_figures_stand_in_for_the_probe_s_and_an_odd_pair_is_named():
+    from clustercheck.stages.device.nvbandwidth import figures
+    h2d = figures(_recorded("nvbandwidth", "h2d-4xt4-v0.8.txt"))["h2d"]
+    assert h2d == [12.35, 12.34, 12.30, 12.33]
+    azure = _recorded("nvbandwidth", "d2d-read-ce-8xh100-azure-ndv5-v0.4.txt")
+    peers = figures(azure)["peers"]
+    assert len(peers) == 8 and peers[0][0] is None and peers[2][4] == 372.96
+    healthy = facts([[gpu(i) for i in range(8)]])
+    healthy.documents["n1"]["nvbandwidth"] = azure
+    assert "device.links" not in by_check(judge_devices(healthy))      # every pair ~371 GB/s, above 335
+    # the same recording with one pair's figure lowered here (GPU 5 -> GPU 2: 372 -> 180 GB/s)
+    slowed = facts([[gpu(i) for i in range(8)]])
+    slowed.documents["n1"]["nvbandwidth"] = azure.replace("371.92    372.18", "180.00    372.18", 1)
+    found = by_check(judge_devices(slowed))
+    assert "n1: GPU 5 -> GPU 2 copies at 180.0 GB/s" in found["device.links"].evidence[0]
+    assert "GPU 5 on n1 (00000000:1D:00.0): copies to GPU 2 below 335 GB/s" in found["device.expected"].evidence[0]
+
+
+def test_throttling_and_links_read_from_recorded_nvidia_smi_q_feed_the_why():
+    """The sampler's fallback reads `nvidia-smi -q`: gpud's 8x H100 with HW slowdown and power brake active
+    (SM at 86 MHz), and its 8x RTX 4090, two with SW power cap, the idle ones' links at Gen1 of Gen4."""
+    from clustercheck.onnode.device_probe import smi_q_samples
+    from clustercheck.stages.device.facts import Device
+    from clustercheck.stages.device.rules import trained_down, why_slow
+    h100 = smi_q_samples(_recorded("nvidia-smi", "q-8xh100-hw-power-brake-driver-535-gpud.txt"))
+    assert len(h100) == 8 and all(s["throttle"] == ["hw_slowdown", "hw_power_brake_slowdown"] for s in h100)
+    why = why_slow(Device("n1", 0, "cuda", H100, samples=h100[:1]))
+    assert why == "hw_power_brake_slowdown, hw_slowdown active; 68 W of 700 W; SM clock at most 86 of 1980 MHz"
+    rtx = smi_q_samples(_recorded("nvidia-smi", "q-8xrtx4090-sw-power-cap-driver-535-gpud.txt"))
+    capped = [i for i, s in enumerate(rtx) if "sw_power_cap" in s["throttle"]]
+    assert len(capped) == 2
+    idle = [s for s in rtx if "gpu_idle" in s["throttle"]]
+    assert idle and idle[0]["pcie_gen"] == 1 and idle[0]["pcie_gen_max"] == 4
+    assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=idle)) == ""
+    loaded = [dict(idle[0], throttle=[])]
+    assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=loaded)) == "PCIe Gen1 x16 of Gen4 x16 under load"
