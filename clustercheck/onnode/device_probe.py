@@ -67,7 +67,7 @@ def checksum(torch, device, dtype):
     result = (a @ b).float().cpu().contiguous()
     if os.environ.get(WRONG_BITS):
         result[7, 7] += 1.0
-    return hashlib.sha256(result.numpy().tobytes()).hexdigest()[:16]
+    return hashlib.sha256(bytes(result.view(torch.uint8).flatten().tolist())).hexdigest()[:16]   # no numpy needed
 
 
 def timed(run, sync, budget_s, least=3):
@@ -131,6 +131,14 @@ def _dtype(torch, name):
     return torch.float32 if name == "tf32" else getattr(torch, name)
 
 
+def together(phase):
+    """Wait for every GPU's thread; once one has failed (the barrier broken), the others go on alone."""
+    try:
+        phase.wait(timeout=600)
+    except threading.BrokenBarrierError:
+        pass
+
+
 def measure_gpu(torch, index, args, share, phase):
     """One GPU's figures; runs in its own thread, all GPUs at once. `phase` (a Barrier of every GPU's thread)
     keeps them on one dtype at a time: TF32 is a process-wide switch, and the GPUs are loaded alike."""
@@ -142,11 +150,11 @@ def measure_gpu(torch, index, args, share, phase):
             sync = torch.cuda.synchronize
             size = int(args["size"] or GPU_SIZE)
             for name in GPU_DTYPES:
-                phase.wait(timeout=600)
+                together(phase)
                 torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
                 found["gemm_flops"][name] = gemm_rate(torch, device, _dtype(torch, name), size, share, sync)
                 found["checksum"][name] = checksum(torch, device, _dtype(torch, name))
-                phase.wait(timeout=600)
+                together(phase)
             torch.backends.cuda.matmul.allow_tf32 = False
             nbytes = COPY_MIB["cuda"] * 2 ** 20
             on_gpu = lambda: torch.empty(nbytes, dtype=torch.uint8, device=device)  # noqa: E731
