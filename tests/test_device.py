@@ -60,8 +60,8 @@ def test_a_link_trained_down_under_load_and_a_gpu_with_other_bits():
 
 
 def test_two_devices_that_disagree_are_both_suspects_and_one_device_is_measured_but_not_compared():
-    two = facts([[gpu(0)], [gpu(0, digest="bbbb")]])
-    assert by_check(judge_devices(two))["device.bits"].nodes == ["n1", "n2"]
+    two = by_check(judge_devices(facts([[gpu(0)], [gpu(0, digest="bbbb")]])))["device.bits"]
+    assert two.status is Status.FAIL and two.nodes == [] and "no majority tells which" in two.summary
     cpu = {"index": 0, "kind": "cpu", "name": "Some CPU", "gemm_flops": {"float32": 4e10}, "copy_bytes_s": 5e9,
            "checksum": {"float32": "cccc"}}
     alone = DeviceFacts([Node("n1")], {"n1": {"kind": "cpu", "devices": [cpu]}})
@@ -138,15 +138,18 @@ def test_nvbandwidth_figures_stand_in_for_the_probe_s_and_an_odd_pair_is_named()
     azure = _recorded("nvbandwidth", "d2d-read-ce-8xh100-azure-ndv5-v0.4.txt")
     peers = figures(azure)["peers"]
     assert len(peers) == 8 and peers[0][0] is None and peers[2][4] == 372.96
-    healthy = facts([[gpu(i) for i in range(8)]])
-    healthy.documents["n1"]["nvbandwidth"] = azure
-    assert "device.links" not in by_check(judge_devices(healthy))      # every pair ~371 GB/s, above 335
-    # the same recording with one pair's figure lowered here (GPU 5 -> GPU 2: 372 -> 180 GB/s)
-    slowed = facts([[gpu(i) for i in range(8)]])
-    slowed.documents["n1"]["nvbandwidth"] = azure.replace("371.92    372.18", "180.00    372.18", 1)
-    found = by_check(judge_devices(slowed))
-    assert "n1: GPU 5 -> GPU 2 copies at 180.0 GB/s" in found["device.links"].evidence[0]
-    assert "GPU 5 on n1 (00000000:1D:00.0): copies to GPU 2 below 335 GB/s" in found["device.expected"].evidence[0]
+    healthy = facts([[gpu(i) for i in range(8)] for _ in range(3)])
+    for doc in healthy.documents.values():
+        doc["nvbandwidth"] = azure
+    found = by_check(judge_devices(healthy))
+    assert "device.links" not in found and "device.expected" not in found   # every pair ~371 GB/s, above 335
+    # the same recording on n3 with one pair's figure lowered here (GPU 5 -> GPU 2: 372 -> 180 GB/s)
+    healthy.documents["n3"]["nvbandwidth"] = azure.replace("371.92    372.18", "180.00    372.18", 1)
+    found = by_check(judge_devices(healthy))
+    assert found["device.links"].nodes == ["n3"]
+    assert "n3: GPU 5 -> GPU 2 copies at 180.0 GB/s" in found["device.links"].evidence[0]
+    assert "of the same pair on 2 other nodes" in found["device.links"].evidence[0]
+    assert "GPU 5 on n3 (00000000:1D:00.0): copies to GPU 2 below 335 GB/s" in found["device.expected"].evidence[0]
 
 
 def test_throttling_and_links_read_from_recorded_nvidia_smi_q_feed_the_why():
@@ -167,3 +170,30 @@ def test_throttling_and_links_read_from_recorded_nvidia_smi_q_feed_the_why():
     assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=idle)) == ""
     loaded = [dict(idle[0], throttle=[])]
     assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=loaded)) == "PCIe Gen1 x16 of Gen4 x16 under load"
+
+
+def test_gpus_torch_cannot_use_are_never_measured_as_a_cpu_and_never_ok(monkeypatch):
+    """A node whose driver lists GPUs that torch cannot use (a CPU-only wheel) is an error, not a CPU node that
+    passes; torch using fewer GPUs than the driver lists is UNKNOWN naming the node."""
+    from clustercheck.onnode import device_probe
+    monkeypatch.setattr(device_probe, "nvidia_gpus", lambda: 8)
+    doc = device_probe.probe(["--seconds", "0.2", "--size", "64"])
+    assert "the NVIDIA driver lists 8 GPU(s) but torch" in doc["error"] and "devices" not in doc
+    fewer = facts([[gpu(i) for i in range(7)]])
+    fewer.documents["n1"].update(driver_gpus=8, visible_devices="0,1,2,3,4,5,6")
+    [missing] = [f for f in judge_devices(fewer) if f.check == "device.unmeasured"]
+    assert missing.status is Status.UNKNOWN and missing.summary == "torch uses 7 of the 8 GPUs the driver lists on n1"
+
+
+def test_dcgm_warnings_and_an_exit_without_a_failed_test_are_said():
+    import json
+
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    doc = json.loads(_dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json"))
+    [pcie] = [t for c in doc["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "PCIe"]
+    pcie["results"][0]["status"] = "Warn"       # the recording, with its PCIe result changed here to Warn
+    warned = [f for f in judge_dcgm("n1", {"level": 2, "output": json.dumps(doc)}) if f.status is Status.WARN]
+    assert len(warned) == 1 and warned[0].evidence == ["PCIe: Warn"] and warned[0].nodes == ["n1"]
+    failed_run = judge_dcgm("n1", {"level": 1, "exit": 226, "output": "", "stderr": "Error: unable to connect"})
+    assert {f.status for f in failed_run} == {Status.UNKNOWN}
+    assert any("exited 226" in f.summary and f.evidence == ["Error: unable to connect"] for f in failed_run)

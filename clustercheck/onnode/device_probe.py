@@ -8,7 +8,7 @@ share something (a host's cores, a PCIe switch, a power budget) are measured und
   a device-to-device copy, pinned host-to-device and device-to-host copies (GB/s), and the
   peer-to-peer copy matrix between the node's GPUs; while they run, each GPU's clocks, power,
   temperature, throttle reasons and PCIe generation and width, current against maximum (pynvml).
-- CPU only: the node is one device: an fp32 GEMM (GFLOPS) and a memory copy (GB/s).
+- CPU only: the node is one device: an fp32 GEMM on one thread (GFLOPS) and a memory copy (GB/s).
 - Every device multiplies the same seeded inputs; the SHA-256 of the result's bytes goes into the
   answer, so devices of one model can be compared bit for bit (silent data corruption).
 
@@ -102,7 +102,9 @@ def copy_rate(torch, source, target, nbytes, budget_s, sync):
 
 
 def measure_cpu(torch, args):
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    """The node as one device, on one thread: a node's share of its CPU shows in proportion (OpenMP's threads
+    spin and yield when a host is oversubscribed, which the sandbox's nodes sharing two cores always are)."""
+    torch.set_num_threads(1)
     budget = args["seconds"] / 2
     size = int(args["size"] or CPU_SIZE)
     nbytes = COPY_MIB["cpu"] * 2 ** 20
@@ -111,7 +113,6 @@ def measure_cpu(torch, args):
               "gemm_flops": {"float32": gemm_rate(torch, "cpu", torch.float32, size, budget, no_sync)},
               "copy_bytes_s": copy_rate(torch, lambda: torch.ones(nbytes // 4), lambda: torch.empty(nbytes // 4),
                                         nbytes, budget, no_sync)}
-    torch.set_num_threads(1)
     device["checksum"] = {"float32": checksum(torch, "cpu", torch.float32)}
     return [device]
 
@@ -131,30 +132,38 @@ def _dtype(torch, name):
     return torch.float32 if name == "tf32" else getattr(torch, name)
 
 
-def together(phase):
-    """Wait for every GPU's thread; once one has failed (the barrier broken), the others go on alone."""
+def together(phase, timeout):
+    """Wait for every GPU's thread; False once one has failed (the barrier broken): TF32 is a process-wide
+    switch, so what is measured after that could be in the wrong precision and is left out."""
     try:
-        phase.wait(timeout=600)
+        phase.wait(timeout=timeout)
+        return True
     except threading.BrokenBarrierError:
-        pass
+        return False
 
 
 def measure_gpu(torch, index, args, share, phase):
     """One GPU's figures; runs in its own thread, all GPUs at once. `phase` (a Barrier of every GPU's thread)
     keeps them on one dtype at a time: TF32 is a process-wide switch, and the GPUs are loaded alike."""
     device = "cuda:%d" % index
-    found = {"index": index, "kind": "cuda", "name": torch.cuda.get_device_name(index), "gemm_flops": {},
-             "checksum": {}}
+    found = {"index": index, "kind": "cuda", "name": "?", "gemm_flops": {}, "checksum": {}}
+    wait = 2 * share * 4 + 60
     try:
+        found["name"] = torch.cuda.get_device_name(index)
+        pin_to_local_cpus(pci_address(torch, index))
         with torch.cuda.device(index):
             sync = torch.cuda.synchronize
             size = int(args["size"] or GPU_SIZE)
             for name in GPU_DTYPES:
-                together(phase)
+                if not together(phase, wait):
+                    found["skipped"] = "another GPU's thread failed: the rest of the dtypes were not measured"
+                    break
                 torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
                 found["gemm_flops"][name] = gemm_rate(torch, device, _dtype(torch, name), size, share, sync)
                 found["checksum"][name] = checksum(torch, device, _dtype(torch, name))
-                together(phase)
+                if not together(phase, wait):
+                    found["gemm_flops"].pop(name, None)
+                    found["checksum"].pop(name, None)
             torch.backends.cuda.matmul.allow_tf32 = False
             nbytes = COPY_MIB["cuda"] * 2 ** 20
             on_gpu = lambda: torch.empty(nbytes, dtype=torch.uint8, device=device)  # noqa: E731
@@ -166,6 +175,21 @@ def measure_gpu(torch, index, args, share, phase):
         phase.abort()
         found["error"] = ("%s: %s" % (type(exc).__name__, exc))[:300]
     return found
+
+
+def pin_to_local_cpus(pci):
+    """Run this thread on the CPUs of the GPU's own NUMA node, so its pinned buffers are local (sysfs
+    local_cpulist; nothing where it cannot be read)."""
+    try:
+        path = "/sys/bus/pci/devices/%s/local_cpulist" % pci[4:].lower()
+        cpus = set()
+        for part in open(path).read().strip().split(","):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def pci_address(torch, index):
@@ -186,9 +210,10 @@ def peer_matrix(torch, count, share):
             if i == j:
                 continue
             try:
+                both = lambda i=i, j=j: (torch.cuda.synchronize(i), torch.cuda.synchronize(j))  # noqa: E731
                 matrix[i][j] = copy_rate(torch, lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda:%d" % i),
                                          lambda: torch.empty(nbytes, dtype=torch.uint8, device="cuda:%d" % j),
-                                         nbytes, share, torch.cuda.synchronize)
+                                         nbytes, share, both)
             except Exception:
                 matrix[i][j] = None
     return matrix
@@ -198,9 +223,10 @@ class Sampler(threading.Thread):
     """Each GPU's clocks, power, temperature, throttle reasons and PCIe link, read while the work runs:
     pynvml, else `nvidia-smi -q` (slower: every 2 s)."""
 
-    def __init__(self, count):
+    def __init__(self, pcis):
         super().__init__(daemon=True)
-        self.count, self.samples, self.stop = count, {i: [] for i in range(count)}, threading.Event()
+        self.pcis = pcis      # torch's order (CUDA_VISIBLE_DEVICES applies): NVML is asked by PCI address
+        self.count, self.samples, self.stop = len(pcis), {i: [] for i in range(len(pcis))}, threading.Event()
 
     def run(self):
         try:
@@ -208,12 +234,15 @@ class Sampler(threading.Thread):
             pynvml.nvmlInit()
         except Exception:
             return self.run_smi()
+        handles = {}
+        for index, pci in enumerate(self.pcis):
+            try:
+                handles[index] = pynvml.nvmlDeviceGetHandleByPciBusId(pci.encode() if pci else b"")
+            except Exception:
+                pass
         while not self.stop.wait(0.5):
-            for index in range(self.count):
-                try:
-                    self.samples[index].append(nvml_sample(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)))
-                except Exception:
-                    pass
+            for index, handle in handles.items():
+                self.samples[index].append(nvml_sample(pynvml, handle))
 
     def run_smi(self):
         smi = shutil.which("nvidia-smi")
@@ -222,11 +251,18 @@ class Sampler(threading.Thread):
                 text = subprocess.run([smi, "-q"], stdout=subprocess.PIPE, timeout=10).stdout.decode(errors="replace")
             except Exception:
                 return
-            for index, sample in enumerate(smi_q_samples(text)[:self.count]):
-                self.samples[index].append(sample)
+            by_pci = dict(zip(smi_q_pcis(text), smi_q_samples(text)))
+            for index, pci in enumerate(self.pcis):
+                if pci in by_pci:
+                    self.samples[index].append(by_pci[pci])
 
 
 REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+
+
+def smi_q_pcis(text):
+    """The GPUs' PCI addresses in `nvidia-smi -q` order ("GPU 00000000:18:00.0" headers)."""
+    return [line.split()[1].upper() for line in text.splitlines() if line.startswith("GPU 0")]
 
 
 def smi_q_samples(text):
@@ -271,42 +307,54 @@ def _smi_field(sample, section, key, value):
 
 
 def nvml_sample(pynvml, handle):
-    reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
-    return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "max_sm_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
-            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "throttle": [name for bit, name in sorted(THROTTLE_BITS.items()) if reasons & bit],
-            "pcie_gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
-            "pcie_gen_max": pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
-            "pcie_width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
-            "pcie_width_max": pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)}
+    """One reading; a field NVML will not give (NotSupported) is left out, the others kept."""
+    fields = {"sm_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+              "max_sm_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+              "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+              "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0,
+              "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+              "throttle": lambda: [name for bit, name in sorted(THROTTLE_BITS.items())
+                                   if pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle) & bit],
+              "pcie_gen": lambda: pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+              "pcie_gen_max": lambda: pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+              "pcie_width": lambda: pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle),
+              "pcie_width_max": lambda: pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)}
+    sample = {}
+    for key, read_field in fields.items():
+        try:
+            sample[key] = read_field()
+        except Exception:
+            pass
+    return sample
 
 
 def measure_gpus(torch, args):
     count = torch.cuda.device_count()
     share = args["seconds"] / (len(GPU_DTYPES) + 4)
     pair_share = max(0.05, args["seconds"] / 4 / max(1, count * (count - 1)))
-    sampler = Sampler(count)
+    pcis = [pci_address(torch, index) for index in range(count)]
+    sampler = Sampler(pcis)
     sampler.start()
     results = [None] * count
     phase = threading.Barrier(count)
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, measure_gpu(torch, i, args, share, phase)))
-               for i in range(count)]
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, measure_gpu(torch, i, args, share, phase)),
+                                daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=len(GPU_DTYPES) * (4 * share + 120) + 60)
     sampler.stop.set()
     sampler.join(2)
-    for index, found in enumerate(results):
-        found["samples"] = sampler.samples[index][-20:]
-        found["pci_bus_id"] = pci_address(torch, index)
+    for index in range(count):
+        found = results[index] or {"index": index, "kind": "cuda", "name": "?", "error": "no answer in time"}
+        found["samples"] = sampler.samples[index][-200:]
+        found["pci_bus_id"] = pcis[index]
+        results[index] = found
     return results, (peer_matrix(torch, count, pair_share) if count > 1 else [])
 
 
 NVBANDWIDTH_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce")
+NVBANDWIDTH_DEADLINE_S = 180
 
 
 def run_nvbandwidth():
@@ -316,7 +364,7 @@ def run_nvbandwidth():
         return None
     argv = [tool] + [arg for test in NVBANDWIDTH_TESTS for arg in ("-t", test)]
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=NVBANDWIDTH_DEADLINE_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return "nvbandwidth did not finish: %s" % exc
     return done.stdout.decode(errors="replace")[-200000:]
@@ -349,6 +397,14 @@ def run_dcgm(level):
             "stderr": done.stderr.decode(errors="replace")[-2000:]}
 
 
+def nvidia_gpus():
+    """The GPUs the NVIDIA driver lists (/proc/driver/nvidia/gpus), whatever torch sees; 0 without the driver."""
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
 def probe(argv):
     args = parse_args(argv)
     doc = {"schema": 1, "started": time.time()}
@@ -360,8 +416,16 @@ def probe(argv):
     doc["torch"] = torch.__version__
     wait_until(args["start_at"])
     doc["measured_at"] = time.time()
+    driver_gpus = nvidia_gpus()
     try:
-        if torch.cuda.is_available() and torch.cuda.device_count():
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if driver_gpus and not visible:
+            doc["error"] = ("the NVIDIA driver lists %d GPU(s) but torch %s cannot use any (a CPU-only wheel, a "
+                            "driver too old for its CUDA, or CUDA_VISIBLE_DEVICES)" % (driver_gpus, torch.__version__))
+            return doc
+        doc["driver_gpus"] = driver_gpus
+        doc["visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible:
             doc["kind"], doc["cuda"] = "cuda", torch.version.cuda
             doc["devices"], doc["peers_bytes_s"] = measure_gpus(torch, args)
             doc["nvbandwidth"] = run_nvbandwidth()
@@ -377,6 +441,8 @@ def probe(argv):
 
 def main():
     emit_json(lambda: probe(sys.argv[1:]))
+    # no interpreter teardown: a measuring thread still in native code (a hung GPU) would be unwound and abort
+    os._exit(0)
 
 
 if __name__ == "__main__":

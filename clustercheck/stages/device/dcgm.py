@@ -137,7 +137,13 @@ def judge_dcgm(node: str, answer: Optional[Dict]) -> List[Finding]:
     if answer.get("skipped"):
         return [Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} not run on {node}: {answer['skipped']}",
                         [], "run it where it can run (MIG off), or rely on the measured figures", [node])]
-    return judge_diag(node, parse_diag(answer.get("output") or ""), level)
+    found = judge_diag(node, parse_diag(answer.get("output") or ""), level)
+    if answer.get("exit") not in (0, None) and not any(f.status is Status.FAIL for f in found):
+        found.append(Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} on {node} exited "
+                                                            f"{answer['exit']} and no test says why",
+                             [line for line in (answer.get("stderr") or "").splitlines()[-3:] if line.strip()],
+                             "run dcgmi diag by hand on that node (is nv-hostengine running?)", [node]))
+    return found
 
 
 def judge_diag(node: str, results: List[DiagResult], level: int) -> List[Finding]:
@@ -154,6 +160,12 @@ def judge_diag(node: str, results: List[DiagResult], level: int) -> List[Finding
                                 + (f" ({label})" if label else ""), result.warnings[:3] or [result.category],
                                 "rerun dcgmi diag -r 3 on that node; a failed hardware test: drain it and replace "
                                 "the GPU" if not label else "fix the setting or rerun; not a hardware verdict", [node]))
+    odd = [r for r in results if r.status not in ("Pass", "Fail", "Skip")]
+    if odd:
+        findings.append(Finding("device.dcgm", Status.WARN if all(r.status == "Warn" for r in odd) else Status.UNKNOWN,
+                                f"dcgmi diag -r {level} on {node}: {len(odd)} test(s) neither passed nor failed",
+                                [f"{r.test}: {r.status}" + (f": {r.warnings[0]}" if r.warnings else "") for r in odd],
+                                "read DCGM's warning; rerun dcgmi diag -r 3 on that node", [node]))
     skipped = [r for r in results if r.status == "Skip"]
     if skipped:
         findings.append(Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} skipped "

@@ -17,6 +17,9 @@ METRICS: List[Tuple[str, str, str, float]] = [
     ("gemm.tf32", "tf32 matmul", "TFLOPS", 1e-12), ("gemm.float32", "fp32 matmul", "GFLOPS", 1e-9),
     ("copy", "memory copy", "GB/s", 1e-9), ("h2d", "host to device", "GB/s", 1e-9),
     ("d2h", "device to host", "GB/s", 1e-9),
+    # nvbandwidth's figures where it is installed: one GPU at a time, so never compared with the probe's own
+    ("nvbw.h2d", "host to device (nvbandwidth)", "GB/s", 1e-9),
+    ("nvbw.d2h", "device to host (nvbandwidth)", "GB/s", 1e-9),
 ]
 UNIT = {metric: (text, unit, scale) for metric, text, unit, scale in METRICS}
 
@@ -54,11 +57,11 @@ def devices_of(node: str, doc: Dict) -> List[Device]:
         for key, metric in (("copy_bytes_s", "copy"), ("h2d_bytes_s", "h2d"), ("d2h_bytes_s", "d2h")):
             if isinstance(entry.get(key), (int, float)):
                 figures[metric] = entry[key]
-        for metric in ("h2d", "d2h"):     # nvbandwidth's copy-engine figure, where it ran, stands in
+        for metric in ("h2d", "d2h"):     # nvbandwidth's copy-engine figure, where it ran: a metric of its own
             row = measured_by_nvbandwidth.get(metric) or []
             index = int(entry.get("index", 0))
             if index < len(row) and row[index] is not None:
-                figures[metric] = row[index] * 1e9
+                figures[f"nvbw.{metric}"] = row[index] * 1e9
         found.append(Device(node, int(entry.get("index", 0)), entry.get("kind", doc.get("kind", "")),
                             entry.get("name", "?"), entry.get("pci_bus_id", ""), figures,
                             dict(entry.get("checksum") or {}), list(entry.get("samples") or []),

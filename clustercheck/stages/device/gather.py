@@ -10,7 +10,7 @@ from typing import Sequence
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import interpreter
 from clustercheck.onnode import inline_command
-from clustercheck.onnode.device_probe import DCGM_DEADLINE_S
+from clustercheck.onnode.device_probe import DCGM_DEADLINE_S, NVBANDWIDTH_DEADLINE_S
 from clustercheck.stages.device.facts import DeviceFacts
 from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.transport.base import NodeResult, Transport
@@ -22,7 +22,7 @@ def gather_devices(cluster: Cluster, nodes: Sequence[Node], options: DeviceOptio
     started = time.monotonic()
     margin = options.start_margin_s if len(nodes) > 1 else 0.0   # one node has nobody to start with
     start_at = time.time() + margin
-    deadline = (margin + options.import_s + 4 * options.seconds
+    deadline = (margin + options.import_s + 4 * options.seconds + NVBANDWIDTH_DEADLINE_S
                 + (DCGM_DEADLINE_S[options.dcgm_level] + 10 if options.dcgm_level else 0))
 
     def measure(transport: Transport, node: Node) -> NodeResult:

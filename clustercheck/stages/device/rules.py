@@ -22,7 +22,7 @@ from clustercheck.stages.device.facts import METRICS, UNIT, Device, DeviceFacts,
 # A device below this share of its peers' median: GPUs of one model differ by 5% and more (ml-engineering),
 # a busy shared host's CPUs by far more (the sandbox: 2 cores shared by every node).
 SLOW = {"cuda": {Status.FAIL: 0.75, Status.WARN: 0.90}, "cpu": {Status.FAIL: 0.50}}
-PEER_PAIR_SLOW = 0.75     # a GPU pair whose copies reach less than this of the node's median pair
+PEER_PAIR_SLOW = 0.75     # a GPU pair whose copies reach less than this of the same pair on the other nodes
 
 
 def figure(device: Device, metric: str) -> str:
@@ -71,6 +71,14 @@ def unmeasured(facts: DeviceFacts) -> List[Finding]:
         found.append(Finding("device.unmeasured", Status.UNKNOWN, f"could not measure the devices on {fold(nodes)}",
                              [f"{n}: {why}" for n, why in facts.problems.items()],
                              "run clustercheck env on those nodes (torch must import, the GPUs be visible)", nodes))
+    for node, doc in facts.documents.items():
+        listed, used = doc.get("driver_gpus") or 0, len(doc.get("devices") or [])
+        if doc.get("kind") == "cuda" and listed > used:
+            found.append(Finding("device.unmeasured", Status.UNKNOWN, f"torch uses {used} of the {listed} GPUs the "
+                                                                      f"driver lists on {node}",
+                                 [f"{node}: CUDA_VISIBLE_DEVICES={doc.get('visible_devices') or '(unset)'}"],
+                                 "measure every GPU: unset CUDA_VISIBLE_DEVICES for the check, or look for a GPU "
+                                 "that fell off (clustercheck env: Xid 79)", [node]))
     broken = [d for d in facts.devices if d.error]
     if broken:
         found.append(Finding("device.unmeasured", Status.UNKNOWN, f"could not measure {len(broken)} device(s)",
@@ -166,6 +174,11 @@ def same_bits(facts: DeviceFacts) -> List[Finding]:
                                       + ("no majority" if tie else f"{most} of {len(entries)} others {common}")))
     if wrong:
         nodes = sorted({d.node for d, _ in wrong})
+        if all("no majority" in line for _, line in wrong):   # two (or an even split): which is wrong is unknown
+            return [Finding("device.bits", Status.FAIL, f"devices that should agree compute different bits on "
+                                                        f"{fold(nodes)}, and no majority tells which is wrong",
+                            [line for _, line in wrong], "run dcgmi diag -r 3 on each, or add a node of the same "
+                                                         "model to this run so a majority can tell", [])]
         return [Finding("device.bits", Status.FAIL, f"{len(wrong)} device(s) compute different bits from the same "
                                                     f"inputs (silent data corruption) on {fold(nodes)}",
                         [line for _, line in wrong], "drain that device and run the vendor's diagnostics "
@@ -183,14 +196,21 @@ def links(facts: DeviceFacts) -> List[Finding]:
         if down:
             lines.append(f"{device.label}: {down}")
             nodes.append(device.node)
+    # A pair against the same pair on the other nodes (a PCIe box's pairs across sockets are slower by design,
+    # so pairs of one node are not compared with each other); at least two other nodes must have measured it.
+    by_pair: Dict = {}
     for node in facts.documents:
-        matrix = facts.peers_matrix(node)
-        pairs = [(i, j, v) for i, row in enumerate(matrix) for j, v in enumerate(row) if v is not None and i != j]
-        middle = median([v for _, _, v in pairs])
-        for i, j, value in pairs:
-            if middle and value < PEER_PAIR_SLOW * middle:
+        for i, row in enumerate(facts.peers_matrix(node)):
+            for j, value in enumerate(row):
+                if value is not None and i != j:
+                    by_pair.setdefault((i, j), {})[node] = value
+    for (i, j), values in sorted(by_pair.items()):
+        for node, value in values.items():
+            others = [v for n, v in values.items() if n != node]
+            middle = median(others)
+            if len(others) >= 2 and value < PEER_PAIR_SLOW * middle:
                 lines.append(f"{node}: GPU {i} -> GPU {j} copies at {value * 1e-9:,.1f} GB/s, {value / middle:.0%} "
-                             f"of the node's median pair {middle * 1e-9:,.1f}")
+                             f"of the same pair on {len(others)} other nodes ({middle * 1e-9:,.1f})")
                 nodes.append(node)
     if not lines:
         return []
