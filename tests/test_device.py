@@ -155,7 +155,7 @@ def test_nvbandwidth_figures_stand_in_for_the_probe_s_and_an_odd_pair_is_named()
 def test_throttling_and_links_read_from_recorded_nvidia_smi_q_feed_the_why():
     """The sampler's fallback reads `nvidia-smi -q`: gpud's 8x H100 with HW slowdown and power brake active
     (SM at 86 MHz), and its 8x RTX 4090, two with SW power cap, the idle ones' links at Gen1 of Gen4."""
-    from clustercheck.onnode.device_probe import smi_q_samples
+    from clustercheck.onnode.gpusample import smi_q_samples
     from clustercheck.stages.device.facts import Device
     from clustercheck.stages.device.rules import trained_down, why_slow
     h100 = smi_q_samples(_recorded("nvidia-smi", "q-8xh100-hw-power-brake-driver-535-gpud.txt"))
