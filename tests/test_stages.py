@@ -25,7 +25,7 @@ from clustercheck.stages.smoke.stage import SmokeStage
 from clustercheck.transport.fanout import FanoutOptions
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "clustercheck")
-STAGE_PACKAGES = ("env", "net", "bench", "smoke")
+STAGE_PACKAGES = ("env", "device", "net", "bench", "smoke")
 
 
 class Probing(Stage):
@@ -150,12 +150,13 @@ def imported(path):
 
 @pytest.mark.parametrize("stage", STAGE_PACKAGES)
 def test_a_stage_imports_no_other_stage(stage):
-    others = {f"clustercheck.{s}" for s in STAGE_PACKAGES if s != stage}
-    for rel, path in modules():
-        if rel.startswith(stage + os.sep):
-            for module, names in imported(path):
-                targets = {module} | {f"{module}.{n}" for n in names}
-                assert not any(t == o or t.startswith(o + ".") for t in targets for o in others), (rel, module)
+    others = {f"clustercheck.stages.{s}" for s in STAGE_PACKAGES if s != stage}
+    mine = [(rel, path) for rel, path in modules() if rel.startswith(os.path.join("stages", stage) + os.sep)]
+    assert mine, stage   # the stage's package is where the layout says
+    for rel, path in mine:
+        for module, names in imported(path):
+            targets = {module} | {f"{module}.{n}" for n in names}
+            assert not any(t == o or t.startswith(o + ".") for t in targets for o in others), (rel, module)
 
 
 def test_every_command_body_is_at_most_15_lines():

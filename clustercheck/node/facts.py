@@ -8,6 +8,7 @@ probe could not collect is None, never a guess.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -172,3 +173,16 @@ class Probed:
         if self.facts is None:
             return []
         return [name for name in wanted if not get(self.facts, "packages", "versions", name)]
+
+
+# A GPU name of a PCIe or NVL card: published figures for the SXM / OAM part of a model do not hold for it.
+NOT_SXM = re.compile(r"PCI-?E|\bNVL\b", re.IGNORECASE)
+
+
+def sxm_model_word(name: str, words) -> Optional[str]:
+    """The first of `words` (longest first) that an SXM GPU's name holds as a whole word ("NVIDIA H100 80GB
+    HBM3" -> "H100"); None for PCIe and NVL cards and for names that hold none ("A1000", "V100S")."""
+    if not name or NOT_SXM.search(name):
+        return None
+    return next((w for w in sorted(words, key=len, reverse=True)
+                 if re.search(rf"(?<![A-Za-z0-9]){w}(?![A-Za-z0-9])", name)), None)

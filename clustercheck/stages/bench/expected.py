@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from clustercheck.node.facts import Probed, get, gpus
+from clustercheck.node.facts import Probed, get, gpus, sxm_model_word
 
 PER_NIC_OF_LINE_RATE = 0.96
 
@@ -76,17 +76,11 @@ def network_figure(probed: Sequence[Probed]) -> Optional[Expected]:
                              "issues/119, /319)")
 
 
-# PCIe cards ("NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe") and the NVL cards
-# ("NVIDIA H100 NVL", PCIe with NVLink bridges between pairs) have no NVSwitch: the figures above do not apply.
-NOT_SXM = re.compile(r"PCI-?E|\bNVL\b", re.IGNORECASE)
-
-
 def sxm_model(name: str) -> Optional[str]:
     """The table's model an SXM GPU's name holds as a word ("NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"
-    -> "A100", "H100"); None for PCIe and NVL cards and for names the table does not hold ("A1000", "V100S")."""
-    if NOT_SXM.search(name or ""):
-        return None
-    return next((key for key, *_ in SINGLE_NODE if re.search(rf"(?<![A-Za-z0-9]){key}(?![A-Za-z0-9])", name)), None)
+    -> "A100", "H100"); None for PCIe and NVL cards (no NVSwitch: "NVIDIA A100-PCIE-40GB", "NVIDIA H100 NVL")
+    and for names the table does not hold ("A1000", "V100S")."""
+    return sxm_model_word(name, [key for key, *_ in SINGLE_NODE])
 
 
 def single_node_figure(probed: Probed, ring: bool) -> Optional[Expected]:

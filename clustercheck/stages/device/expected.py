@@ -12,10 +12,9 @@ differ by design (an H100 NVL has 12 of 18 NVLinks): these are floors for the SX
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-from clustercheck.stages.bench.expected import NOT_SXM
+from clustercheck.node.facts import sxm_model_word
 
 # model word -> BF16 MAMF in TFLOPS (ml-engineering compute/accelerator/README.md)
 MAMF_BF16_TFLOPS = {"A100": 271.2, "H100": 794.5, "H200": 794.5, "GH200": 828.6, "B200": 1745.0, "B300": 1769.0,
@@ -27,10 +26,7 @@ GEMM_FLOOR = 0.75      # below this share of the model's MAMF a GPU is far off w
 
 def model_of(name: str) -> Optional[str]:
     """The table's model word in a device name, for the SXM / OAM parts the figures are for (None otherwise)."""
-    if not name or NOT_SXM.search(name):
-        return None
-    words = sorted(MAMF_BF16_TFLOPS, key=len, reverse=True)   # GH200 before H200
-    return next((w for w in words if re.search(rf"(?<![A-Za-z0-9]){w}(?![A-Za-z0-9])", name)), None)
+    return sxm_model_word(name, MAMF_BF16_TFLOPS)     # longest first: GH200 before H200
 
 
 def bf16_tflops(name: str) -> Optional[float]:
