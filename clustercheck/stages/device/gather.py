@@ -3,12 +3,12 @@ one moment (--start-at), so the devices are measured under the same load; each r
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import interpreter
+from clustercheck.node.gather import read_document
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.device_probe import DCGM_DEADLINE_S, NVBANDWIDTH_DEADLINE_S
 from clustercheck.stages.device.facts import DeviceFacts
@@ -30,25 +30,12 @@ def gather_devices(cluster: Cluster, nodes: Sequence[Node], options: DeviceOptio
                 "--dcgm", str(options.dcgm_level)]
         return transport.run(inline_command(interpreter(node), "device_probe", args), deadline)
 
+    by_name = {node.name: node for node in nodes}
     for result in cluster.each(measure, nodes):
-        doc = _document(result.stdout) if result.ok else None
-        if doc is None:
-            why = result.detail or (result.stderr or "").strip()[-300:] or f"exit {result.exit_code}, no answer"
-            facts.problems[result.node] = why
-        elif doc.get("error") or doc.get("fatal"):
-            facts.problems[result.node] = doc.get("error") or doc.get("fatal")
+        doc, problem = read_document(by_name[result.node], result)
+        if doc is not None:
             facts.documents[result.node] = doc
-        else:
-            facts.documents[result.node] = doc
+        if problem or (doc or {}).get("error"):
+            facts.problems[result.node] = problem or doc["error"]
     facts.wall_s = time.monotonic() - started
     return facts
-
-
-def _document(stdout: str):
-    for line in reversed((stdout or "").splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None

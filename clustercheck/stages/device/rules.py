@@ -149,7 +149,7 @@ def against_table(facts: DeviceFacts) -> List[Finding]:
     if not low:
         return []
     return [Finding("device.expected", Status.WARN, f"{len(low)} figure(s) below the published figure of their model",
-                    [line + (f"; {why_slow(d)}" if why_slow(d) else "") for d, line in low],
+                    ["; ".join(filter(None, (line, why_slow(d)))) for d, line in low],
                     "compare with the peers above; a whole cluster below the figure: clocks or power limits set "
                     "low (nvidia-smi -q -d PERFORMANCE,POWER)", sorted({d.node for d, _ in low}))]
 

@@ -34,6 +34,7 @@ from clustercheck.stages.smoke.signatures import (
     is_warning,
     is_wrapper,
     ranks_of,
+    signature_of,
 )
 
 __all__ = ["Cause", "classify", "hang_cause", "is_warning", "torchrun_failures"]
@@ -109,29 +110,29 @@ def node_hits(node: str, run: NodeRun, entries: List[Dict[str, str]]) -> List[Hi
     for entry in entries:
         line = (f"rank {entry.get('rank', '?')} on {entry.get('host', node)}: {_signal(entry)}: "
                 f"{entry.get('traceback', '')}")
-        signature = next((s for s in SIGNATURES if s.pattern.search(line)), None)
+        signature = signature_of(line)
         if signature:
             hits.append(Hit(node, line, signature, *_entry_ranks(entry)))
     for line in _text(run).splitlines() + [run.error]:
         if not line.strip() or is_warning(line):
             continue
-        signature = next((s for s in SIGNATURES if s.pattern.search(line)), None)
+        signature = signature_of(line)
         if signature is None and (is_wrapper(line) or not is_error(line)):
             continue
         hits.append(Hit(node, line.strip(), signature, *ranks_of(line)))
     return hits
 
 
+def launcher_failures(lines: List[str]) -> List[str]:
+    """The node's launcher lines that say a local rank failed ("failed (exitcode: 1) local_rank: 0", a
+    CalledProcessError or "exits with return code" naming --local_rank=1), not those it stopped (SIGTERM)."""
+    return [line for line in lines if is_wrapper(line) and ranks_of(line)[1] is not None
+            and not re.search(r"SIGTERM|exitcode: -15|code = -15", line)]
+
+
 def launcher_local_ranks(run: NodeRun) -> List[int]:
-    """The local ranks the node's launcher says failed ("failed (exitcode: 1) local_rank: 0", a
-    CalledProcessError or "exits with return code" naming --local_rank=1), not those it stopped."""
-    found = []
-    for line in _text(run).splitlines():
-        if is_wrapper(line) and not re.search(r"SIGTERM|exitcode: -15|code = -15", line):
-            _, local = ranks_of(line)
-            if local is not None and local not in found:
-                found.append(local)
-    return found
+    """The local ranks the node's launcher says failed, in the order it says so."""
+    return list(dict.fromkeys(ranks_of(line)[1] for line in launcher_failures(_text(run).splitlines())))
 
 
 _LAUNCHER_FRAMES = re.compile(r"torch/distributed/run\.py|launcher/api\.py|deepspeed/launcher/|accelerate/commands/")
@@ -163,8 +164,7 @@ def failed_silently(node: str, run: NodeRun) -> Optional[Hit]:
     """The node's launcher says a rank failed, though nothing it printed says why: the last line of the rank's
     own traceback (its error line may be cut from the log), else the launcher's line."""
     lines = _text(run).splitlines()
-    failed = [line for line in lines if is_wrapper(line) and ranks_of(line)[1] is not None
-              and not re.search(r"SIGTERM|exitcode: -15|code = -15", line)]
+    failed = launcher_failures(lines)
     if not failed:
         return None
     own = [b for b in tracebacks(lines) if not is_wrapper(b[-1]) and not any(_LAUNCHER_FRAMES.search(x) for x in b)]
