@@ -23,6 +23,7 @@ from clustercheck.commands.sandbox import sandbox
 from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
 from clustercheck.commands.stacks import stacks
+from clustercheck.commands.storage import storage
 from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked
 from clustercheck.runner import interrupt
 from clustercheck.runner.crash import report_crash
@@ -43,6 +44,7 @@ cli.add_command(preflight)
 cli.add_command(bench)
 cli.add_command(env)
 cli.add_command(device)
+cli.add_command(storage)
 cli.add_command(net)
 cli.add_command(node_check)
 cli.add_command(launch)

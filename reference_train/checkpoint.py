@@ -35,6 +35,18 @@ def save(args, directory, step, module, optimizer, engine):
     dist.barrier()
 
 
+def written_bytes(directory, step) -> int:
+    """Bytes of the checkpoint of `step` as this node sees them (on a disk per node: its own ranks' files)."""
+    total = 0
+    for root, _, files in os.walk(os.path.join(directory, f"step_{step}")):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total
+
+
 def _why_not_written(directory, step):
     """The filesystem's reason a write failed, as the OSError the write itself did not raise (or None)."""
     try:
@@ -64,8 +76,11 @@ def _write(args, directory, step, module, optimizer, engine):
         os.makedirs(os.path.join(directory, tag), exist_ok=True)
         if args.mode != "ddp" or int(os.environ.get("LOCAL_RANK", "0")) == 0:
             path = state_file(args, directory, tag)
-            torch.save({"model": model_state, "optimizer": optim_state, "step": step}, f"{path}.{os.getpid()}")
-            os.replace(f"{path}.{os.getpid()}", path)
+            # the node's name in the temporary name: on a shared filesystem two nodes' writers may have one pid
+            # (containers, PID namespaces), and one would rename the other's file away
+            temporary = f"{path}.{node_name()}.{os.getpid()}"
+            torch.save({"model": model_state, "optimizer": optim_state, "step": step}, temporary)
+            os.replace(temporary, path)
         if dist.get_rank() == 0:
             with open(os.path.join(directory, "latest"), "w") as handle:
                 handle.write(tag)

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint import load, save  # noqa: E402
+from checkpoint import load, save, written_bytes  # noqa: E402
 from checks import (  # noqa: E402
     REFERENCE_MAX_PARAMETERS,
     REFERENCE_MAX_SEQUENCES,
@@ -209,10 +209,12 @@ class Run:
              "preset": args.model or args.preset, "parameters": self.parameters, "steps": args.steps,
              "device": str(device), "resume": bool(args.resume)})
         self.reference, self.reference_skipped = reference_run(args, self.dataset, self.world, self.parameters)
+        loading = time.time()
         self.step = (load(args, args.save_dir, self.module, self.optimizer, self.engine)
                      if args.resume and args.save_dir else 0)
         if self.step:
-            log({"event": "resumed", "step": self.step})
+            dist.barrier()   # every rank has read its part: the load took as long as the slowest rank's
+            log({"event": "resumed", "step": self.step, "load_s": round(time.time() - loading, 3)})
         self.resumed_at = self.logged_step = self.step
         # DDP casts with autocast (fp16 with a loss scaler); DeepSpeed and FSDP do it themselves.
         use_autocast = device.type == "cuda" and args.precision != "fp32" and args.mode == "ddp"
@@ -292,7 +294,10 @@ class Run:
             if self.checkpoint_due():
                 log({"event": "saving", "step": self.step})   # silent while it writes: not a stall
                 CALLBACKS.on_phase("saving a checkpoint")
+                saving = time.time()
                 save(self.args, self.args.save_dir, self.step, self.module, self.optimizer, self.engine)
+                log({"event": "saved", "step": self.step, "save_s": round(time.time() - saving, 3),
+                     "bytes": written_bytes(self.args.save_dir, self.step)})   # save() ends at a barrier
                 CALLBACKS.on_phase("training")
 
     def summary(self) -> dict:

@@ -9,11 +9,12 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null;
 
 # The sandbox cluster: sshd in network namespaces, veth, tc, iptables; iperf3 for the bench baseline;
 # pdsh, which DeepSpeed's multi-node launcher needs on the launch node (env warns without it);
-# slurm-wlm and munge for the sandbox's real Slurm (sandbox up --slurm; the Slurm tests).
+# slurm-wlm and munge for the sandbox's real Slurm (sandbox up --slurm; the Slurm tests); sshfs for the sandbox's
+# network filesystem (sandbox up --storage; the storage tests).
 if command -v apt-get >/dev/null; then
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh slurm-wlm munge >/dev/null
+        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh slurm-wlm munge sshfs >/dev/null
 fi
 
 PY=${PYTHON:-python3}
@@ -29,7 +30,7 @@ PY=${PYTHON:-python3}
 PY_SPY="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")/py-spy"
 [ -x "$PY_SPY" ] || { echo "scripts/test.sh: py-spy was not installed beside $PY" >&2; exit 1; }
 if command -v apt-get >/dev/null; then
-    for tool in salloc sbatch srun slurmctld slurmd munged pdsh; do
+    for tool in salloc sbatch srun slurmctld slurmd munged pdsh sshfs; do
         command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || {
             echo "scripts/test.sh: $tool is missing after apt-get install" >&2; exit 1; }
     done

@@ -23,9 +23,12 @@ def losses(tmp_path, name, *args):
 def test_resume_reproduces_the_losses_of_an_uninterrupted_run(tmp_path):
     whole, _ = losses(tmp_path, "whole", "--steps", "12")
     ckpt = str(tmp_path / "ckpt")
-    first, _ = losses(tmp_path, "first", "--steps", "6", "--save-dir", ckpt, "--save-every", "6")
+    first, first_events = losses(tmp_path, "first", "--steps", "6", "--save-dir", ckpt, "--save-every", "6")
     second, events = losses(tmp_path, "second", "--steps", "12", "--save-dir", ckpt, "--resume")
-    assert {"event": "resumed", "step": 6} in events
+    [resumed] = [e for e in events if e["event"] == "resumed"]
+    assert resumed["step"] == 6 and resumed["load_s"] >= 0      # the load's time: smoke reports it
+    [saved] = [e for e in first_events if e["event"] == "saved"]
+    assert saved["step"] == 6 and saved["save_s"] >= 0 and saved["bytes"] > 0
     assert sorted(second) == list(range(7, 13))
     for step in range(7, 13):
         assert abs(second[step] - whole[step]) < 1e-5, (step, second[step], whole[step])

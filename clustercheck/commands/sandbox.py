@@ -9,6 +9,7 @@ from clustercheck.core.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, SandboxError, down, faults, list_sandboxes
 from clustercheck.sandbox.cluster import MAX_NODES
 from clustercheck.sandbox.slurm import slurm_conf, up_with_slurm
+from clustercheck.sandbox.storage import serve
 
 name_option = click.option("--name", default="cc0", show_default=True,
                            help="Sandbox name: the prefix of its nodes, links and namespaces.")
@@ -40,19 +41,24 @@ def sandbox():
               help="One host key for all nodes (quicker to build; for size tests).")
 @click.option("--slurm", is_flag=True, default=False,
               help="Also run Slurm: munge, a slurmctld and a slurmd in every node, one partition (slurm-wlm, munge).")
+@click.option("--storage", is_flag=True, default=False,
+              help="Also serve a network filesystem (sshfs over the nodes' own links) mounted on every node.")
 @click.option("--gpus", type=click.IntRange(0, 64), default=0, show_default=True,
               help="With --slurm: GRES gpu count each node declares (stand-in device files).")
-def up(num_nodes, name, shared_hostkey, slurm, gpus):
+def up(num_nodes, name, shared_hostkey, slurm, storage, gpus):
     """Build NUM_NODES nodes (replacing a sandbox of the same name)."""
     try:
         box = (up_with_slurm(num_nodes, name, shared_hostkey, gpus) if slurm
                else Sandbox.up(num_nodes, name, shared_hostkey=shared_hostkey))
+        shared = serve(box) if storage else ""
     except SandboxError as exc:
         _fail(exc)
     click.echo(f"sandbox {box.name}: {len(box.nodes)} nodes in {box.subnet}")
     click.echo(f"  nodes file:  {box.nodes_file}")
     click.echo(f"  ssh config:  {box.ssh_config}")
     click.echo(f"  known_hosts: {box.known_hosts}")
+    if shared:
+        click.echo(f"  shared filesystem on every node: {shared} (sshfs over each node's link)")
     click.echo(f"try: clustercheck run {box.nodes_file} -F {box.ssh_config} -- hostname")
     if slurm:
         click.echo(f"Slurm: export SLURM_CONF={slurm_conf(box)}; then salloc -N {num_nodes} clustercheck preflight")

@@ -3,6 +3,7 @@ the stages' options (declared there once)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
@@ -23,6 +24,8 @@ from clustercheck.stages.net.options import NetOptions
 from clustercheck.stages.net.stage import NetStage
 from clustercheck.stages.smoke.options import SmokeOptions
 from clustercheck.stages.smoke.stage import SmokeStage
+from clustercheck.stages.storage.options import StorageOptions
+from clustercheck.stages.storage.stage import StorageStage
 
 
 def parse_stages(ctx, param, value):
@@ -47,6 +50,14 @@ class PreflightOptions:
     workdir: Optional[str] = borrow(EnvOptions, "workdir")
     device_seconds: float = borrow(DeviceOptions, "seconds", "--device-seconds", default=6.0,
                                    help="How long the device stage measures every device, all at once.")
+    checkpoint_dir: Optional[str] = borrow(StorageOptions, "checkpoint_dir", help=(
+        "Where the run saves checkpoints (an absolute path on the nodes, e.g. your shared filesystem): storage "
+        "measures it and smoke saves there. Default: each node's run directory."))
+    data_dir: Optional[str] = borrow(StorageOptions, "data_dir")
+    params: Optional[str] = borrow(StorageOptions, "params", help=(
+        "Your model's parameters (7B, 125M): the checkpoint storage sizes. Default: --model's config.json where "
+        "this machine has it, else smoke's model."))
+    keep: int = borrow(StorageOptions, "keep")
     master_port: int = borrow(NetOptions, "master_port")
     rdzv_port: int = borrow(NetOptions, "rdzv_port")
     attempt_timeout_s: float = borrow(NetOptions, "attempt_timeout_s")
@@ -55,6 +66,7 @@ class PreflightOptions:
     pairwise: str = borrow(BenchOptions, "pairwise")
     smoke_mode: str = borrow(SmokeOptions, "mode", "--smoke-mode")
     smoke_steps: int = borrow(SmokeOptions, "steps", "--smoke-steps")
+    smoke_preset: str = borrow(SmokeOptions, "preset", "--smoke-preset")
     model: Optional[str] = borrow(SmokeOptions, "model")
     deepspeed: Optional[str] = borrow(SmokeOptions, "deepspeed")
     lora: bool = borrow(SmokeOptions, "lora")
@@ -79,10 +91,20 @@ def preflight_stages(options: PreflightOptions) -> List[Stage]:
     required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
     return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required)),
             DeviceStage(DeviceOptions(seconds=options.device_seconds)),
+            StorageStage(storage_options(options)),
             NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,
                                 attempt_timeout_s=options.attempt_timeout_s)),
             BenchStage(short_sweep(options.bench_max_bytes, options.pairwise, options.timeout_s, options.rdzv_port,
                                    options.config_path)),
             SmokeStage(SmokeOptions(mode=options.smoke_mode, steps=options.smoke_steps, timeout_s=options.timeout_s,
                                     rdzv_port=options.rdzv_port, model=options.model, deepspeed=options.deepspeed,
-                                    lora=options.lora))]
+                                    lora=options.lora, preset=options.smoke_preset,
+                                    checkpoint_dir=options.checkpoint_dir))]
+
+
+def storage_options(options: PreflightOptions) -> StorageOptions:
+    """The checkpoint smoke (or the user's run) writes: --params, else --model's config where this machine has
+    it, else smoke's own model, in smoke's mode."""
+    local_model = options.model if options.model and os.path.exists(options.model) and not options.params else None
+    return StorageOptions(checkpoint_dir=options.checkpoint_dir, data_dir=options.data_dir, params=options.params,
+                          model=local_model, preset=options.smoke_preset, mode=options.smoke_mode, keep=options.keep)

@@ -11,7 +11,7 @@ import json
 import os
 import time
 from dataclasses import asdict
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from tabulate import tabulate
 
@@ -37,10 +37,39 @@ def to_json(stages: Sequence[Stage], run: RunResult, command: str) -> Dict:
                                "wall_s": round(s.wall_s, 2), "command": s.command} for s in run.stages}}
     for stage, result in _ran(stages, run):
         doc.update(stage.report_json(result))
+    doc["checkpoint_time"] = checkpoint_time(doc)
     spec, reason = recipe.from_run(run)
     doc["launch"] = {"ready": spec is not None, "reason": reason or None,
                      "spec": asdict(spec) if spec else None}
     return doc
+
+
+def checkpoint_time(doc: Dict) -> Optional[Dict]:
+    """The checkpoint's save and load time as storage estimated it and as smoke's trainer measured it, side by
+    side (None when neither ran)."""
+    estimated = (doc.get("storage") or {}).get("estimate") or {}
+    measured = (doc.get("smoke") or {}).get("checkpoint") or {}
+    if not estimated and not measured:
+        return None
+    return {"estimated_save_s": estimated.get("save_s"), "estimated_load_s": estimated.get("load_s"),
+            "estimated_bytes": estimated.get("bytes"), "measured_save_s": measured.get("save_s"),
+            "measured_load_s": measured.get("load_s"), "measured_bytes_on_rank0_node": measured.get("save_bytes")}
+
+
+def checkpoint_lines(stages: Sequence[Stage], run: RunResult) -> List[str]:
+    doc: Dict = {}
+    for stage, result in _ran(stages, run):
+        doc.update(stage.report_json(result))
+    times = checkpoint_time(doc)
+    if not times:
+        return []
+    def say(value):
+        return "" if value is None else f"{value:.2f} s"
+    rows = [["save", say(times["estimated_save_s"]), say(times["measured_save_s"])],
+            ["load", say(times["estimated_load_s"]), say(times["measured_load_s"])]]
+    return ["## Checkpoint time", "", "storage's estimate for smoke's model and mode beside what smoke's trainer "
+            "measured (each ending at a barrier: the slowest rank's)", "",
+            tabulate(rows, headers=["", "estimated (storage)", "measured (smoke)"], tablefmt="github"), ""]
 
 
 def render_markdown(stages: Sequence[Stage], run: RunResult, command: str, images: Dict[str, List[str]]) -> str:
@@ -63,6 +92,7 @@ def render_markdown(stages: Sequence[Stage], run: RunResult, command: str, image
                                       headers=["stage", "result", "time", "reproduce with"], tablefmt="github"), ""]
     for stage, result in _ran(stages, run):
         out += stage.report_section(result, images.get(stage.name, []))
+    out += checkpoint_lines(stages, run)
     if any(s.name == "net" and s.ran for s in run.stages):
         out += recipe.markdown(run)
     out += ["---", f"clustercheck {__version__}", ""]

@@ -1,4 +1,4 @@
-"""The stages preflight runs, in order (env, device, net, bench, smoke), and the short bandwidth sweep it gives
+"""The stages preflight runs, in order (env, device, storage, net, bench, smoke), and the short bandwidth sweep it gives
 bench."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from clustercheck.stages.device.stage import DeviceStage
 from clustercheck.stages.env.stage import EnvStage
 from clustercheck.stages.net.stage import NetStage
 from clustercheck.stages.smoke.stage import SmokeStage
+from clustercheck.stages.storage.stage import StorageStage
 
-STAGES = (EnvStage, DeviceStage, NetStage, BenchStage, SmokeStage)
+STAGES = (EnvStage, DeviceStage, StorageStage, NetStage, BenchStage, SmokeStage)
 
 
 STAGE_NAMES = tuple(cls.name for cls in STAGES)

@@ -31,5 +31,14 @@ class SmokeFacts:
         return next(iter(self.stage.events("summary")), None) if self.stage else None
 
     @property
+    def checkpoint_times(self) -> Dict[str, float]:
+        """The trainer's own save and load times (rank 0's, each ending at a barrier: the slowest rank's)."""
+        saved = next(iter(self.stage.events("saved")), None) if self.stage else None
+        loaded = next(iter(self.resume.events("resumed")), None) if self.resume else None
+        times = {"save_s": (saved or {}).get("save_s"), "save_bytes": (saved or {}).get("bytes"),
+                 "load_s": (loaded or {}).get("load_s")}
+        return {k: v for k, v in times.items() if isinstance(v, (int, float))}
+
+    @property
     def resumed_summary(self) -> Optional[Dict]:
         return next(iter(self.resume.events("summary")), None) if self.resume else None

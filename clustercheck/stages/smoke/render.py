@@ -34,8 +34,11 @@ def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
         elif kind == "deepspeed_config":
             text = f"{event['file']} runs as {event['mode']}; \"auto\" resolved: " + (
                 ", ".join(f"{k}={v}" for k, v in event["resolved"].items()) or "none")
+        elif kind == "saved":
+            text = (f"checkpoint of step {event['step']} saved in {event.get('save_s', 0):.2f} s "
+                    f"({event.get('bytes', 0) / 1e6:,.1f} MB seen from {node})")
         elif kind == "resumed":
-            text = f"resumed at step {event['step']}"
+            text = f"resumed at step {event['step']} (checkpoint loaded in {event.get('load_s', 0):.2f} s)"
         elif kind == "stalled":
             text = stalled_text(event)
         else:
@@ -61,7 +64,7 @@ def to_json(facts: SmokeFacts, findings: Sequence[Finding]) -> Dict:
     return {**json_header("smoke", findings), "problems": facts.problems,
             "launcher": stage.config.get("launcher") if stage else None,
             "nproc": facts.nproc, "steps": _steps(facts),
-            "summary": facts.summary, "resumed": facts.resumed_summary,
+            "summary": facts.summary, "resumed": facts.resumed_summary, "checkpoint": facts.checkpoint_times,
             "storage": next(iter(stage.events("storage")), None) if stage else None,
             "wall_s": stage.wall_s if stage else None,
             "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error, "stderr_tail": r.stderr_tail}

@@ -154,8 +154,12 @@ def resumed(facts: SmokeFacts, timeout_s: float) -> List[Finding]:
                         evidence or ["the resumed run reported no loss after the checkpoint"],
                         "the checkpoint lost state (optimizer, data position) or a node read another node's "
                         "files: check the checkpoint directory on every node", list(facts.stage.runs))]
+    times = facts.checkpoint_times
+    took = [f"saved in {times['save_s']:.2f} s" if "save_s" in times else "",
+            f"loaded in {times['load_s']:.2f} s" if "load_s" in times else ""]
     return [Finding("smoke.checkpoint", Status.OK, f"resumed from the checkpoint of step {save_at} in fresh processes: "
-                                                   f"the same losses for steps {steps[0]}-{steps[-1]}")]
+                                                   f"the same losses for steps {steps[0]}-{steps[-1]}"
+                                                   + (f" ({', '.join(t for t in took if t)})" if any(took) else ""))]
 
 
 def throughput(facts: SmokeFacts) -> List[Finding]:

@@ -1,0 +1,57 @@
+"""The storage stage: every node's checkpoint (and data) directory measured at once (gather.py), judged
+(rules.py, coherence.py), shown (render.py)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+from clustercheck.core.result import Finding, Status
+from clustercheck.node.layer import NodeLayer
+from clustercheck.node.readiness import ranks_per_node
+from clustercheck.runner.stage import Stage, StageResult
+from clustercheck.stages.storage import render
+from clustercheck.stages.storage.facts import StorageFacts
+from clustercheck.stages.storage.gather import gather_storage
+from clustercheck.stages.storage.options import StorageOptions
+from clustercheck.stages.storage.rules import judge_storage
+
+
+class StorageStage(Stage):
+    options: StorageOptions
+    name = "storage"
+
+    def gather(self, layer: NodeLayer) -> StorageFacts:
+        probed = layer.probed()
+        reached = [p for p in probed if p.facts is not None]
+        ranks = ranks_per_node(reached, self.options.nproc_per_node, any(p.gpu_count for p in reached))
+        facts = gather_storage(layer.cluster, [p.node for p in reached], ranks, self.options)
+        facts.problems.update({p.name: p.problem or "not reached" for p in probed if p.facts is None})
+        facts.nodes = [p.node for p in probed]
+        facts.probed = probed
+        return facts
+
+    def judge(self, facts: StorageFacts) -> List[Finding]:
+        return judge_storage(facts)
+
+    def blocks(self, result: StageResult, later: Stage) -> str:
+        """A checkpoint that cannot be written, or will not fit, makes training pointless: nobody trains."""
+        failed = [f for f in result.findings if f.check in ("storage.write", "storage.space") and f.status is Status.FAIL]
+        if not later.launches_ranks or not failed:
+            return ""
+        return f"storage: {failed[0].summary}"
+
+    def to_json(self, result: StageResult) -> Dict:
+        return render.to_json(result.facts, result.findings)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return render.render_terminal(result.facts, result.findings, verbose)
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return render.render_markdown(result.facts, result.findings, command)
+
+    def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
+        rows = render.table(result.facts, "github")
+        return ["## Storage", "", render.headline(result.facts), "", *rows, ""] if rows else []
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {"storage": render.to_json(result.facts, result.findings)}
