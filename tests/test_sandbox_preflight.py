@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
+from clustercheck.preflight.sequence import STAGE_NAMES
 from clustercheck.sandbox import faults
 from tests.conftest import clustercheck, gone, needs_pdsh
 
@@ -57,8 +58,7 @@ def check_markdown(md_path):
 def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
     proc, doc, path = preflight(box, tmp_path, "clean")
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
-    assert {s: v["status"] for s, v in doc["stages"].items()} == {"env": "OK", "device": "OK", "net": "OK",
-                                                                   "bench": "OK", "smoke": "OK"}
+    assert {s: v["status"] for s, v in doc["stages"].items()} == {name: "OK" for name in STAGE_NAMES}
     text = check_markdown(path[:-5] + ".md")
     assert text.startswith("# READY (")
     for section in ("## Findings", "## Stages", "## Versions and settings", "## Network", "## Bandwidth",
@@ -97,7 +97,7 @@ def test_a_drifted_package_is_the_first_finding_and_diff_shows_exactly_it(box, t
 
 def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):
     faults.drop_port(box, box.nodes[0].name, 29500)
-    proc, doc, path = preflight(box, tmp_path, "port", "--skip", "device")
+    proc, doc, path = preflight(box, tmp_path, "port", "--skip", "device,storage")
     assert proc.returncode == EXIT_FAIL
     assert first_problem(doc)["check"] == "net.master.reach"
     assert not doc["launch"]["ready"] and "29500" in doc["launch"]["reason"]
@@ -109,7 +109,7 @@ def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):
 def test_a_slowed_link_is_named_by_the_bench(box, tmp_path):
     slow = box.nodes[1].name
     faults.slow_link(box, slow, 100)
-    proc, doc, _ = preflight(box, tmp_path, "slow", "--skip", "device,smoke")
+    proc, doc, _ = preflight(box, tmp_path, "slow", "--skip", "device,storage,smoke")
     assert proc.returncode == EXIT_FAIL
     first = first_problem(doc)
     assert first["check"] == "bench.pairwise.node" and first["nodes"] == [slow]
@@ -118,7 +118,7 @@ def test_a_slowed_link_is_named_by_the_bench(box, tmp_path):
 def test_a_dead_node_is_named_first(box, tmp_path):
     dead = box.nodes[2].name
     faults.blackhole(box, dead)
-    proc, doc, _ = preflight(box, tmp_path, "dead", "--skip", "device")
+    proc, doc, _ = preflight(box, tmp_path, "dead", "--skip", "device,storage")
     assert proc.returncode == EXIT_FAIL
     first = first_problem(doc)
     assert first["check"] == "reach" and first["nodes"] == [dead] and first["stage"] == "env"

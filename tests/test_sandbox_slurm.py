@@ -14,6 +14,7 @@ import time
 import pytest
 
 from clustercheck.core.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK
+from clustercheck.preflight.sequence import STAGE_NAMES
 from clustercheck.sandbox import Sandbox, down, faults
 from clustercheck.sandbox.slurm import environment, missing_slurm, start_slurm
 
@@ -104,8 +105,7 @@ def test_preflight_in_an_allocation_is_ready_with_every_stage_over_srun(cluster,
     assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["verdict"].startswith("READY") and doc["exit_code"] == EXIT_OK
-    assert {name: stage["status"] for name, stage in doc["stages"].items()} == {
-        "env": "OK", "device": "OK", "net": "OK", "bench": "OK", "smoke": "OK"}
+    assert {name: stage["status"] for name, stage in doc["stages"].items()} == {name: "OK" for name in STAGE_NAMES}
     found = by_check(doc)
     assert found["slurm.state"][0]["summary"].startswith("Slurm lists all 3 nodes as usable")
     assert doc["smoke"]["launcher"] == "srun"
@@ -149,7 +149,7 @@ def test_a_node_without_deepspeed_is_not_ready_and_named(cluster, tmp_path):
     faults.hide_python_packages(cluster, victim, site, ["deepspeed"])
     try:
         proc = salloc(cluster, PY, "-m", "clustercheck", "preflight", "--python", PY, "--json", "--reports-dir",
-                      str(tmp_path), "--skip", "device", cwd=str(tmp_path))
+                      str(tmp_path), "--skip", "device,storage", cwd=str(tmp_path))
     finally:
         undo_mounts(cluster, victim)
     assert proc.returncode == EXIT_FAIL, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -160,7 +160,7 @@ def test_a_node_without_deepspeed_is_not_ready_and_named(cluster, tmp_path):
 
 def test_ctrl_c_during_preflight_leaves_no_process_and_no_job_step(cluster, tmp_path):
     proc = subprocess.Popen(["salloc", "-N", "3", "--quiet", PY, "-m", "clustercheck", "preflight", "--python", PY,
-                             "--reports-dir", str(tmp_path), "--skip", "device"], stdout=subprocess.PIPE,
+                             "--reports-dir", str(tmp_path), "--skip", "device,storage"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
                             text=True, cwd=str(tmp_path), env=slurm_env(cluster))
     seen = []

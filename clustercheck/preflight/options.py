@@ -58,6 +58,9 @@ class PreflightOptions:
         "Your model's parameters (7B, 125M): the checkpoint storage sizes. Default: --model's config.json where "
         "this machine has it, else smoke's model."))
     keep: int = borrow(StorageOptions, "keep")
+    storage_seconds: float = borrow(StorageOptions, "seconds", "--storage-seconds", default=2.0,
+                                    help="Time budget of each storage phase (write, read back, data), on every node "
+                                         "at once.")
     master_port: int = borrow(NetOptions, "master_port")
     rdzv_port: int = borrow(NetOptions, "rdzv_port")
     attempt_timeout_s: float = borrow(NetOptions, "attempt_timeout_s")
@@ -107,4 +110,5 @@ def storage_options(options: PreflightOptions) -> StorageOptions:
     it, else smoke's own model, in smoke's mode."""
     local_model = options.model if options.model and os.path.exists(options.model) and not options.params else None
     return StorageOptions(checkpoint_dir=options.checkpoint_dir, data_dir=options.data_dir, params=options.params,
-                          model=local_model, preset=options.smoke_preset, mode=options.smoke_mode, keep=options.keep)
+                          model=local_model, preset=options.smoke_preset, mode=options.smoke_mode, keep=options.keep,
+                          seconds=options.storage_seconds)
