@@ -1,7 +1,9 @@
-"""Compare by grouping: nodes with the same value go together, the majority is the baseline."""
+"""Compare by grouping: nodes with the same value go together, the majority is the baseline; and the median
+of peers' figures that a measured node is held against."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Dict, Generic, Hashable, List, Sequence, Tuple, TypeVar
 
@@ -51,3 +53,8 @@ def group_by_value(values: Dict[str, V], order: Sequence[str]) -> Grouping[V]:
         buckets.setdefault(values[node], []).append(node)
     groups = sorted(buckets.items(), key=lambda item: (-len(item[1]), position.get(item[1][0], 0)))
     return Grouping(groups)
+
+
+def median(values: List[float]) -> float:
+    """The peers' median (0.0 with no peers: nothing to compare against)."""
+    return statistics.median(values) if values else 0.0

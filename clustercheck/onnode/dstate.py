@@ -4,29 +4,27 @@ or a device) without progress. A process reading or writing a slow filesystem ba
 almost every sample while its I/O counters move: that is slow, not stuck, and the watch resets its spell
 whenever /proc/PID/io moves. Standard library only; shipped beside the storage probe."""
 
+try:  # imported as part of the clustercheck package (the tests)
+    from .nodelib import read
+except ImportError:  # shipped to a node: inline_command registers nodelib before this helper
+    from nodelib import read
+
 
 def proc_state(pid):
     """(state letter, wchan) of a process, or (None, '') once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+    after_name = read(f"/proc/{pid}/stat", "").rsplit(")", 1)[-1].split()   # the name may hold spaces and ")"
+    if not after_name:
         return None, ""
-    try:
-        with open(f"/proc/{pid}/wchan") as handle:
-            wchan = handle.read().strip()
-    except OSError:
-        wchan = ""
-    return state, wchan if wchan not in ("0", "") else ""
+    wchan = read(f"/proc/{pid}/wchan", "")
+    return after_name[0], wchan if wchan != "0" else ""
 
 
 def io_counters(pid):
     """The bytes and calls a process has passed through read and write so far (/proc/PID/io), or None."""
+    fields = dict(line.split(":", 1) for line in read(f"/proc/{pid}/io", "").splitlines() if ":" in line)
     try:
-        with open(f"/proc/{pid}/io") as handle:
-            fields = dict(line.split(":", 1) for line in handle.read().splitlines() if ":" in line)
         return tuple(int(fields[k]) for k in ("rchar", "wchar", "syscr", "syscw"))
-    except (OSError, KeyError, ValueError):
+    except (KeyError, ValueError):
         return None
 
 
@@ -46,11 +44,7 @@ def stack_frames(text, limit=12):
 
 
 def kernel_stack(pid):
-    try:
-        with open(f"/proc/{pid}/stack") as handle:
-            return stack_frames(handle.read())
-    except OSError:
-        return []
+    return stack_frames(read(f"/proc/{pid}/stack", ""))
 
 
 class Watch:

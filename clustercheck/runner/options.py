@@ -49,6 +49,13 @@ def opt(*decls: str, default: Any = None, show: Optional[Callable[[Any], str]] =
     return field(default=default, metadata={"decls": decls, "click": click_settings, "show": show})
 
 
+def node_path(flag: str, value: Optional[str]) -> None:
+    """A path the user names on the nodes (the same on every node) must be absolute and one line: bad input."""
+    if value is not None and (not value.strip() or not os.path.isabs(value) or "\0" in value or "\n" in value):
+        raise InputError(f"{flag} must be an absolute path on the nodes (the same on every node)", "command line",
+                         value=value)
+
+
 def argument(default: Any = None) -> Any:
     """A dataclass field that is the command's optional positional argument."""
     return field(default=default, metadata={"argument": True})

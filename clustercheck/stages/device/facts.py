@@ -3,12 +3,10 @@ device judges and views read; no I/O."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.inventory import Node
-from clustercheck.node.facts import Probed
 from clustercheck.stages.device import nvbandwidth
 
 # (metric, how it is said, unit, scale from the probe's figure): the figures judged against peers
@@ -74,7 +72,6 @@ class DeviceFacts:
     nodes: List[Node]
     documents: Dict[str, Dict] = field(default_factory=dict)    # node -> the probe's document
     problems: Dict[str, str] = field(default_factory=dict)      # node -> why there is no document
-    probed: List[Probed] = field(default_factory=list)
     seconds: float = 0.0
     wall_s: float = 0.0
 
@@ -89,7 +86,3 @@ class DeviceFacts:
         if measured:
             return [[None if v is None else v * 1e9 for v in row] for row in measured]
         return doc.get("peers_bytes_s") or []
-
-
-def median(values: List[float]) -> float:
-    return statistics.median(values) if values else 0.0

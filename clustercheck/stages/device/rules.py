@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Dict, List, Sequence
 
+from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.stages.device import expected
 from clustercheck.stages.device.dcgm import judge_dcgm
-from clustercheck.stages.device.facts import METRICS, UNIT, Device, DeviceFacts, median
+from clustercheck.stages.device.facts import METRICS, UNIT, Device, DeviceFacts
 
 # A device below this share of its peers' median: GPUs of one model differ by 5% and more (ml-engineering),
 # a busy shared host's CPUs by far more (the sandbox: 2 cores shared by every node).

@@ -19,9 +19,7 @@ class DeviceStage(Stage):
     name = "device"
 
     def gather(self, layer: NodeLayer) -> DeviceFacts:
-        facts = gather_devices(layer.cluster, layer.nodes, self.options)
-        facts.probed = layer.known or []
-        return facts
+        return gather_devices(layer.cluster, layer.nodes, self.options)
 
     def judge(self, facts: DeviceFacts) -> List[Finding]:
         return judge_devices(facts)

@@ -3,7 +3,6 @@ judged (rules.py, classify.py), shown (render.py)."""
 
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Sequence
 
 from clustercheck.core.errors import InputError
@@ -11,6 +10,7 @@ from clustercheck.core.result import Finding
 from clustercheck.node.layer import NodeLayer
 from clustercheck.onnode.dsconfig import ConfigError, mode_of, read, resolve
 from clustercheck.ranks.runs import launched_by
+from clustercheck.runner.options import node_path
 from clustercheck.runner.stage import Stage, StageResult
 from clustercheck.stages.smoke import render
 from clustercheck.stages.smoke.facts import SmokeFacts
@@ -26,12 +26,8 @@ class SmokeStage(Stage):
 
     def __init__(self, options: SmokeOptions):
         super().__init__(options)
-        if options.checkpoint_dir and not os.path.isabs(options.checkpoint_dir):
-            raise InputError("--checkpoint-dir must be an absolute path on the nodes (the same on every node)",
-                             "command line", value=options.checkpoint_dir)
-        if options.model and not os.path.isabs(options.model):
-            raise InputError("--model must be an absolute path on the nodes (the same on every node)",
-                             "command line", value=options.model)
+        node_path("--checkpoint-dir", options.checkpoint_dir)
+        node_path("--model", options.model)
         if options.lora and not options.model:
             raise InputError("--lora needs --model (the model directory to adapt)", "command line")
         if options.deepspeed:   # read here: a bad config is bad input before any node is reached

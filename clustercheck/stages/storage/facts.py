@@ -3,12 +3,10 @@ judges and views read; no I/O."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from clustercheck.core.inventory import Node
-from clustercheck.node.facts import Probed
 
 
 @dataclass
@@ -96,10 +94,7 @@ class StorageFacts:
     keep: int = 1
     step_seconds: Optional[float] = None
     save_every: int = 0
-    d_state_s: float = 0.0
-    seconds: float = 0.0
     wall_s: float = 0.0
-    probed: List[Probed] = field(default_factory=list)
 
     def views(self) -> List[NodeStorage]:
         return [NodeStorage(n.name, self.measured[n.name]) for n in self.nodes if n.name in self.measured]
@@ -107,7 +102,3 @@ class StorageFacts:
     @property
     def order(self) -> List[str]:
         return [n.name for n in self.nodes]
-
-
-def median(values: List[float]) -> float:
-    return statistics.median(values) if values else 0.0

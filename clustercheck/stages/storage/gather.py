@@ -88,7 +88,7 @@ def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int
     facts = StorageFacts(list(nodes), options.checkpoint_dir or "", dict(ranks), window=options.window,
                          data_dir=options.data_dir or "", params=params, model=model, mode=options.mode,
                          precision=options.precision, keep=options.keep, step_seconds=options.step_seconds,
-                         save_every=options.save_every, d_state_s=options.d_state_s, seconds=options.seconds)
+                         save_every=options.save_every)
     started = time.monotonic()
     if nodes:
         check_coherence(cluster, nodes, options, facts)

@@ -8,17 +8,10 @@ from typing import Optional, Tuple
 
 import click
 
-from clustercheck.core.errors import InputError
 from clustercheck.planner.checkpoint import MODES, PRESET_SHAPES, preset_params
 from clustercheck.planner.memory import read_config
 from clustercheck.planner.plan import parse_count
-from clustercheck.runner.options import FiniteRange, opt
-
-
-def absolute(flag: str, value: Optional[str]) -> None:
-    if value is not None and (not value.strip() or not os.path.isabs(value) or "\0" in value or "\n" in value):
-        raise InputError(f"{flag} must be an absolute path on the nodes (the same on every node)", "command line",
-                         value=value)
+from clustercheck.runner.options import FiniteRange, node_path, opt
 
 
 @dataclass
@@ -54,8 +47,8 @@ class StorageOptions:
     start_margin_s: float = 3.0     # from sending the probes to the moment every node starts writing
 
     def __post_init__(self):
-        absolute("--checkpoint-dir", self.checkpoint_dir)
-        absolute("--data-dir", self.data_dir)
+        node_path("--checkpoint-dir", self.checkpoint_dir)
+        node_path("--data-dir", self.data_dir)
         self.model_params()     # a bad --params or --model is bad input, before any node is contacted
 
     def model_params(self) -> Tuple[int, str]:

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from typing import List
 
+from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.stages.storage.coherence import coherence
 from clustercheck.stages.storage.estimate import checkpoint_estimate, rates, writes
-from clustercheck.stages.storage.facts import NodeStorage, StorageFacts, median
+from clustercheck.stages.storage.facts import NodeStorage, StorageFacts
 
 SLOW = 0.5           # a node's write, read or data rate below this share of the other nodes' median is named
 SLOW_FAIL = 0.25

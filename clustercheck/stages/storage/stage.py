@@ -27,7 +27,6 @@ class StorageStage(Stage):
         facts = gather_storage(layer.cluster, [p.node for p in reached], ranks, self.options)
         facts.problems.update({p.name: p.problem or "not reached" for p in probed if p.facts is None})
         facts.nodes = [p.node for p in probed]
-        facts.probed = probed
         return facts
 
     def judge(self, facts: StorageFacts) -> List[Finding]:
@@ -35,7 +34,8 @@ class StorageStage(Stage):
 
     def blocks(self, result: StageResult, later: Stage) -> str:
         """A checkpoint that cannot be written, or will not fit, makes training pointless: nobody trains."""
-        failed = [f for f in result.findings if f.check in ("storage.write", "storage.space") and f.status is Status.FAIL]
+        failed = [f for f in result.findings
+                  if f.check in ("storage.write", "storage.space") and f.status is Status.FAIL]
         if not later.launches_ranks or not failed:
             return ""
         return f"storage: {failed[0].summary}"
