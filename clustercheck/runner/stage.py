@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.errors import EXIT_INTERRUPTED
@@ -112,6 +113,26 @@ class Stage:
     def report_json(self, result: StageResult) -> Dict:
         """Keys this stage adds to the readiness report's JSON."""
         return {}
+
+
+class RenderedStage(Stage):
+    """A stage whose render module shows its facts and findings the usual way: to_json(facts, findings),
+    render_terminal(facts, findings, verbose) and render_markdown(facts, findings, command); the three views
+    delegate to it, and the readiness report's JSON holds to_json under the stage's name."""
+
+    render: ModuleType
+
+    def to_json(self, result: StageResult) -> Dict:
+        return self.render.to_json(result.facts, result.findings)
+
+    def render_terminal(self, result: StageResult, verbose: bool) -> str:
+        return self.render.render_terminal(result.facts, result.findings, verbose)
+
+    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
+        return self.render.render_markdown(result.facts, result.findings, command)
+
+    def report_json(self, result: StageResult) -> Dict:
+        return {self.name: self.to_json(result)}
 
 
 def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOptions,

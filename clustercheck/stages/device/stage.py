@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from clustercheck.core.result import Finding
 from clustercheck.node.layer import NodeLayer
-from clustercheck.runner.stage import Stage, StageResult
+from clustercheck.runner.stage import RenderedStage, StageResult
 from clustercheck.stages.device import render
 from clustercheck.stages.device.facts import DeviceFacts
 from clustercheck.stages.device.gather import gather_devices
@@ -14,9 +14,10 @@ from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.stages.device.rules import judge_devices
 
 
-class DeviceStage(Stage):
+class DeviceStage(RenderedStage):
     options: DeviceOptions
     name = "device"
+    render = render
 
     def gather(self, layer: NodeLayer) -> DeviceFacts:
         return gather_devices(layer.cluster, layer.nodes, self.options)
@@ -24,18 +25,6 @@ class DeviceStage(Stage):
     def judge(self, facts: DeviceFacts) -> List[Finding]:
         return judge_devices(facts)
 
-    def to_json(self, result: StageResult) -> Dict:
-        return render.to_json(result.facts, result.findings)
-
-    def render_terminal(self, result: StageResult, verbose: bool) -> str:
-        return render.render_terminal(result.facts, result.findings, verbose)
-
-    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
-        return render.render_markdown(result.facts, result.findings, command)
-
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
         rows = render.table(result.facts, "github")
         return ["## Devices", "", render.headline(result.facts), "", *rows, ""] if rows else []
-
-    def report_json(self, result: StageResult) -> Dict:
-        return {"device": render.to_json(result.facts, result.findings)}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
 from clustercheck.node.layer import NodeLayer
-from clustercheck.runner.stage import Stage, StageResult
+from clustercheck.runner.stage import RenderedStage, Stage, StageResult
 from clustercheck.stages.net import render
 from clustercheck.stages.net.facts import NetFacts
 from clustercheck.stages.net.gather import gather_net, listener_documents
@@ -15,9 +15,10 @@ from clustercheck.stages.net.options import NetOptions
 from clustercheck.stages.net.rules import judge_net
 
 
-class NetStage(Stage):
+class NetStage(RenderedStage):
     options: NetOptions
     name = "net"
+    render = render
 
     def gather(self, layer: NodeLayer) -> NetFacts:
         facts = gather_net(layer.cluster, layer.nodes, self.options)
@@ -49,18 +50,6 @@ class NetStage(Stage):
             return f"collectives would hang on the network: {source} -> {target}:{port} {state}{more}"
         return ""
 
-    def to_json(self, result: StageResult) -> Dict:
-        return render.to_json(result.facts, result.findings)
-
-    def render_terminal(self, result: StageResult, verbose: bool) -> str:
-        return render.render_terminal(result.facts, result.findings, verbose)
-
-    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
-        return render.render_markdown(result.facts, result.findings, command)
-
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
         matrix = render.matrix_lines(result.facts, "github")
         return ["## Network", "", matrix[0], "", f"`{matrix[1]}`", ""] if matrix else []
-
-    def report_json(self, result: StageResult) -> Dict:
-        return {"net": render.to_json(result.facts, result.findings)}

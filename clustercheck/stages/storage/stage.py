@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.layer import NodeLayer
 from clustercheck.node.readiness import ranks_per_node
-from clustercheck.runner.stage import Stage, StageResult
+from clustercheck.runner.stage import RenderedStage, Stage, StageResult
 from clustercheck.stages.storage import render
 from clustercheck.stages.storage.facts import StorageFacts
 from clustercheck.stages.storage.gather import gather_storage
@@ -16,9 +16,10 @@ from clustercheck.stages.storage.options import StorageOptions
 from clustercheck.stages.storage.rules import judge_storage
 
 
-class StorageStage(Stage):
+class StorageStage(RenderedStage):
     options: StorageOptions
     name = "storage"
+    render = render
 
     def gather(self, layer: NodeLayer) -> StorageFacts:
         probed = layer.probed()
@@ -40,18 +41,6 @@ class StorageStage(Stage):
             return ""
         return f"storage: {failed[0].summary}"
 
-    def to_json(self, result: StageResult) -> Dict:
-        return render.to_json(result.facts, result.findings)
-
-    def render_terminal(self, result: StageResult, verbose: bool) -> str:
-        return render.render_terminal(result.facts, result.findings, verbose)
-
-    def render_markdown(self, result: StageResult, command: str, images: Sequence[str]) -> str:
-        return render.render_markdown(result.facts, result.findings, command)
-
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
         rows = render.table(result.facts, "github")
         return ["## Storage", "", render.headline(result.facts), "", *rows, ""] if rows else []
-
-    def report_json(self, result: StageResult) -> Dict:
-        return {"storage": render.to_json(result.facts, result.findings)}
