@@ -31,9 +31,19 @@ from clustercheck.onnode import device_probe  # noqa: E402
 NUM_NODES = 8
 
 
-def bare_gemm(device: str, size: int, seconds: float, sync) -> float:
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
-    out = torch.empty(size, size, device=device)
+def bare_gemm(device: str, dtype, size: int, seconds: float, sync) -> float:
+    a, b = torch.randn(size, size, device=device).to(dtype), torch.randn(size, size, device=device).to(dtype)
+    if dtype == torch.float8_e4m3fn:
+        b, one = b.t().contiguous().t(), torch.ones((), device=device)
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        sync()
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            calls += 1
+        sync()
+        return 2.0 * size ** 3 * calls / (time.perf_counter() - start)
+    out = torch.empty(size, size, device=device, dtype=dtype)
     torch.mm(a, b, out=out)
     sync()
     calls, start = 0, time.perf_counter()
@@ -62,13 +72,20 @@ def figures(repeat: int, seconds: float):
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     size = device_probe.GPU_SIZE if cuda else device_probe.CPU_SIZE
     nbytes = device_probe.COPY_MIB["cuda" if cuda else "cpu"] * 2 ** 20
-    rows = {"gemm": ([], []), "copy": ([], [])}
-    measures = {"gemm": (lambda: device_probe.gemm_rate(torch, device, torch.float32, size, seconds, sync),
-                         lambda: bare_gemm(device, size, seconds, sync)),
-                "copy": (lambda: device_probe.copy_rate(torch, lambda: torch.ones(nbytes // 4, device=device),
-                                                        lambda: torch.empty(nbytes // 4, device=device), nbytes,
-                                                        seconds, sync),
-                         lambda: bare_copy(device, nbytes, seconds, sync))}
+    # a GPU: the training dtypes (fp8 where the GPU has it); a CPU: the fp32 the probe measures there
+    dtypes = ["float32"] if not cuda else ["bfloat16", "float16", "float32"] + (
+        [] if device_probe.fp8_missing(torch, 1) else ["fp8"])
+
+    def both(dtype):
+        return (lambda: device_probe.gemm_rate(torch, device, dtype, size, seconds, sync),
+                lambda: bare_gemm(device, dtype, size, seconds, sync))
+
+    measures = {f"gemm {name}": both(device_probe.dtype_of(torch, name)) for name in dtypes}
+    measures["copy"] = (lambda: device_probe.copy_rate(torch, lambda: torch.ones(nbytes // 4, device=device),
+                                                       lambda: torch.empty(nbytes // 4, device=device), nbytes,
+                                                       seconds, sync),
+                        lambda: bare_copy(device, nbytes, seconds, sync))
+    rows = {key: ([], []) for key in measures}
     for round_ in range(repeat):
         for key, (probe, bare) in measures.items():
             order = (0, 1) if round_ % 2 == 0 else (1, 0)     # who goes first alternates: no order bias
@@ -131,8 +148,8 @@ def main() -> None:
           f"matmul n={size}\n")
     print("| measure | probe | bare loop | ratio | target |")
     print("|---|---|---|---|---|")
-    for key, unit, scale in (("gemm", "GFLOPS", 1e-9), ("copy", "GB/s", 1e-9)):
-        probe, bare = found[key]
+    for key, (probe, bare) in found.items():
+        unit, scale = ("GB/s", 1e-9) if key == "copy" else ("TFLOPS", 1e-12) if device != "cpu" else ("GFLOPS", 1e-9)
         print(f"| {key} | {probe * scale:,.1f} {unit} | {bare * scale:,.1f} {unit} | {probe / bare:.3f}x | >= 0.97x |")
     if args.sandbox:
         walls, named = sandbox_walls(max(1, args.repeat // 2), args.name, args.clean_runs)

@@ -7,7 +7,8 @@ every output under --out/<gpu model>-<date>/:
 1. `nvidia-smi -q -x` and `nvidia-smi -q` of this machine, and `env --deep --json` (the probe through pynvml):
    the two GPU readings compared field by field (name, memory, ECC, throttle, MIG);
 2. `device --json`: matmul per dtype, copies, host link, peers, against the cited figure for the model;
-3. `node-check -v` (the Slurm health program);
+3. `node-check -v`, and `node-check -v --load 10` (the Slurm health program; its quick load: PCIe under load, GEMM);
+   `benchmarks/device.py` (the probe's matmul per dtype and copy against a bare torch loop on this GPU);
 4. `bench --json` with NCCL on the GPUs of this machine (one rank per GPU; one GPU: the code path);
 5. `smoke --json` in every mode (ddp, zero1, zero2, zero3, zero3-offload, fsdp) with bf16, on CUDA;
 6. `plan --json` for the smoke model (the 1b preset) against torch.cuda.max_memory_allocated the smoke runs
@@ -92,7 +93,11 @@ def main() -> None:
              ("nvidia-smi-topo-m", ["nvidia-smi", "topo", "-m"]),
              ("env-deep", clustercheck("env", "--deep", "--json")),
              ("device", clustercheck("device", "--json", "--seconds", "20")),
-             ("node-check", clustercheck("node-check", "-v")), ("bench", clustercheck("bench", "--json"))]
+             ("node-check", clustercheck("node-check", "-v")),
+             ("node-check-load", clustercheck("node-check", "-v", "--load", "10")),
+             ("device-benchmark", [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                "device.py"), "--repeat", "5"]),
+             ("bench", clustercheck("bench", "--json"))]
     steps += [(f"smoke-{mode}", clustercheck("smoke", "--json", "--mode", mode, "--precision", "bf16", "--preset",
                                              "1b", "--steps", str(args.steps))) for mode in MODES]
     for name, argv in steps:

@@ -197,3 +197,34 @@ def test_dcgm_warnings_and_an_exit_without_a_failed_test_are_said():
     failed_run = judge_dcgm("n1", {"level": 1, "exit": 226, "output": "", "stderr": "Error: unable to connect"})
     assert {f.status for f in failed_run} == {Status.UNKNOWN}
     assert any("exited 226" in f.summary and f.evidence == ["Error: unable to connect"] for f in failed_run)
+
+
+def test_fp8_is_measured_through_scaled_mm_and_said_where_the_gpus_have_none():
+    import types
+
+    import torch
+
+    from clustercheck.onnode import device_probe
+    from clustercheck.stages.device.render import table
+    # the probe's fp8 path (torch._scaled_mm, unit scales, bf16 out) runs on this CPU too: a rate, and the same
+    # bits twice from the same inputs, other bits than bf16's
+    assert device_probe.gemm_rate(torch, "cpu", torch.float8_e4m3fn, 64, 0.05, lambda: None) > 0
+    fp8 = device_probe.checksum(torch, "cpu", torch.float8_e4m3fn)
+    assert fp8 == device_probe.checksum(torch, "cpu", torch.float8_e4m3fn) != device_probe.checksum(
+        torch, "cpu", torch.bfloat16)
+    ampere = types.SimpleNamespace(float8_e4m3fn=1, _scaled_mm=1, __version__="2.13.0",
+                                   version=types.SimpleNamespace(hip=None),
+                                   cuda=types.SimpleNamespace(get_device_capability=lambda i: (8, 0 if i else 9)))
+    assert device_probe.fp8_missing(ampere, 1) == ""
+    assert device_probe.fp8_missing(ampere, 2) == "GPU 1 has compute capability 8.0 (fp8 matmul takes 8.9 or later)"
+    # judged against the peers like every dtype; where it was left out the table says why, once
+    nodes = [[dict(gpu(i), gemm_flops={"bfloat16": 780e12, "fp8": 1300e12}) for i in range(4)] for _ in range(2)]
+    nodes[1][2]["gemm_flops"]["fp8"] = 700e12
+    slow = by_check(judge_devices(facts(nodes)))["device.gemm.fp8"]
+    assert slow.status is Status.FAIL and slow.nodes == ["n2"] and slow.evidence[0].startswith(
+        "GPU 2 on n2 (00000000:1A:00.0): 700.0 TFLOPS, 54% of its 7 peers' 1,300.0")
+    a100 = [[dict(gpu(0), name="NVIDIA A100-SXM4-80GB", not_measured={"fp8": "GPU 0 has compute capability 8.0"})]
+            for _ in range(2)]
+    shown = table(facts(a100), "plain")
+    assert shown[-1] == "fp8 not measured on n[1-2]: GPU 0 has compute capability 8.0"
+    assert "fp8" not in shown[0]

@@ -5,13 +5,14 @@ the path and EROFS; a node whose disk is too small for the planned checkpoint fa
 clean sandbox names nobody; and the estimated save time is held against the save smoke measures."""
 
 import json
+import os
 import sys
 
 import pytest
 
 from clustercheck.core.errors import EXIT_FAIL
 from clustercheck.sandbox import Sandbox, down, faults
-from clustercheck.sandbox.storage import mount_point, serve
+from clustercheck.sandbox.storage import export_dir, mount_point, serve
 from tests.conftest import clustercheck, gone
 
 pytestmark = pytest.mark.sandbox
@@ -61,11 +62,16 @@ def test_a_clean_shared_filesystem_names_nobody(sbox):
 
 
 def test_the_node_with_the_slowed_link_is_the_slow_storage_client(sbox):
+    data = os.path.join(export_dir(sbox), "dataset")     # a data set on the shared filesystem, read as a loader does
+    os.makedirs(data, exist_ok=True)
+    for i in range(24):
+        with open(os.path.join(data, f"shard{i:03d}.bin"), "wb") as handle:
+            handle.write(os.urandom(2 << 20))
     slow = sbox.nodes[1].name
     faults.slow_link(sbox, slow, 40)
-    code, doc = shared_run(sbox)
+    code, doc = shared_run(sbox, "--data-dir", os.path.join(mount_point(sbox), "dataset"))
     failing = named(doc)
-    assert failing.get("storage.write") == [slow], doc["findings"]
+    assert failing.get("storage.write") == [slow] and failing.get("storage.data") == [slow], doc["findings"]
     assert all(nodes == [slow] for nodes in failing.values()), failing
     [finding] = [f for f in doc["findings"] if f["check"] == "storage.write"]
     assert finding["summary"].startswith(f"{slow} is a slow storage client: writing and syncing at ")

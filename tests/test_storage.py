@@ -67,6 +67,32 @@ def test_the_probe_writes_syncs_and_reads_back_from_every_slot(tmp_path):
     assert not doc["unfinished"] and os.listdir(tmp_path) == ["data"]    # nothing left behind
 
 
+def test_sigterm_mid_write_removes_the_files_and_ends_the_probe_at_once(tmp_path):
+    import signal
+    import subprocess
+    probe = subprocess.Popen([sys.executable, storage_probe.__file__, "--dir", str(tmp_path), "--slots", "2",
+                              "--size", str(4 << 30), "--seconds", "60"], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not any(p.name.startswith("slot") for d in tmp_path.iterdir() for p in d.iterdir()):
+        assert time.monotonic() < deadline and probe.poll() is None, "the probe never started writing"
+        time.sleep(0.05)
+    probe.send_signal(signal.SIGTERM)    # what the guard sends when the tool is stopped
+    out, _ = probe.communicate(timeout=5)
+    assert "SystemExit: 143" in json.loads(out)["fatal"] and list(tmp_path.iterdir()) == []
+
+
+def test_what_a_run_stopped_by_sigkill_left_goes_with_the_next_run_after_an_hour(tmp_path):
+    old, fresh = tmp_path / ".clustercheck-storage-abc-n1", tmp_path / ".clustercheck-coherence-def"
+    (old / "slot0").parent.mkdir()
+    (old / "slot0").write_bytes(b"x" * 1000)
+    fresh.write_bytes(b"y")
+    (tmp_path / "user-file").write_bytes(b"z")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    doc = storage_probe.probe(["--dir", str(tmp_path), "--slots", "1", "--size", str(4 << 20), "--seconds", "1"])
+    assert doc["removed_stale"] == [old.name] and sorted(os.listdir(tmp_path)) == [fresh.name, "user-file"]
+
+
 @pytest.mark.parametrize("where, code", [("missing/deeper", errno.ENOENT), ("a-file/below", errno.ENOTDIR)])
 def test_a_directory_the_probe_cannot_write_is_said_with_its_errno(tmp_path, where, code):
     (tmp_path / "a-file").write_text("x")
@@ -261,7 +287,8 @@ def test_real_mountinfo_lines_name_the_network_filesystem_under_a_path():
     from clustercheck.stages.storage.coherence import networked
     info = os.path.join(DATA, "mountinfo.txt")
     nfs = storage_probe.mount_of("/mnt/netapp1/ECOMT/ckpt/step_100", info)
-    assert (nfs["fstype"], nfs["source"]) == ("nfs", "10.117.49.102:/ECOMT") and networked({"filesystem": {"mount": nfs}})
+    assert (nfs["fstype"], nfs["source"]) == ("nfs", "10.117.49.102:/ECOMT")
+    assert networked({"filesystem": {"mount": nfs}})
     local = storage_probe.mount_of("/var/crash/x", info)
     assert local["fstype"] == "ext4" and not networked({"filesystem": {"mount": local}})
 

@@ -4,7 +4,8 @@ Shipped to every node and run with the interpreter that trains there; needs torc
 starts its measurements at the same moment (--start-at, seconds since the epoch), so devices that
 share something (a host's cores, a PCIe switch, a power budget) are measured under the same load.
 
-- CUDA: every GPU at once (a thread each): a fixed-shape GEMM in each training dtype (TFLOPS),
+- CUDA: every GPU at once (a thread each): a fixed-shape GEMM in each training dtype (TFLOPS; fp8
+  where every GPU of the node has it: compute capability 8.9 and later, torch._scaled_mm),
   a device-to-device copy, pinned host-to-device and device-to-host copies (GB/s), and the
   peer-to-peer copy matrix between the node's GPUs; while they run, each GPU's clocks, power,
   temperature, throttle reasons and PCIe generation and width, current against maximum (pynvml).
@@ -27,15 +28,16 @@ import time
 
 try:  # imported as part of the clustercheck package (the tests)
     from .gpusample import Sampler
-    from .nodelib import emit_json
+    from .nodelib import emit_json, sleep_until
 except ImportError:  # shipped to a node: inline_command registers the helpers beside this program
     from gpusample import Sampler
-    from nodelib import emit_json
+    from nodelib import emit_json, sleep_until
 
 CHECK_SIZE = 256          # the bit-for-bit check: small, one thread, the same on every device of a model
 GPU_SIZE = 8192           # GEMM shape on a GPU (n x n x n): large enough to reach its peak
 CPU_SIZE = 512
 GPU_DTYPES = ("bfloat16", "float16", "tf32", "float32")
+FP8 = "float8_e4m3fn"     # e4m3 with unit scales into bf16: what training's fp8 matmuls (Transformer Engine) use
 COPY_MIB = {"cuda": 1024, "cpu": 256}
 # Test-only fault, set on one sandbox node: its devices return one wrong element (silent data corruption).
 WRONG_BITS = "CLUSTERCHECK_TEST_WRONG_BITS"
@@ -64,7 +66,7 @@ def checksum(torch, device, dtype):
     generator = torch.Generator().manual_seed(20261124)
     a = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
-    result = (a @ b).float().cpu().contiguous()
+    result = multiply(torch, a, b)().float().cpu().contiguous()
     if os.environ.get(WRONG_BITS):
         result[7, 7] += 1.0
     return hashlib.sha256(bytes(result.view(torch.uint8).flatten().tolist())).hexdigest()[:16]   # no numpy needed
@@ -88,9 +90,33 @@ def gemm_rate(torch, device, dtype, size, budget_s, sync):
     """FLOP/s of an n x n x n matmul into a preallocated result."""
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
-    out = torch.empty(size, size, device=device, dtype=dtype)
-    per_call = timed(lambda: torch.mm(a, b, out=out), sync, budget_s)
+    per_call = timed(multiply(torch, a, b), sync, budget_s)
     return 2.0 * size ** 3 / per_call
+
+
+def multiply(torch, a, b):
+    """A call computing a @ b into a result allocated once. fp8 goes through torch._scaled_mm (unit scales, bf16
+    out), its second operand column-major as cuBLASLt takes it: laid out here, outside the timed call."""
+    if a.dtype != getattr(torch, FP8, None):
+        out = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
+        return lambda: torch.mm(a, b, out=out)
+    b = b.t().contiguous().t()
+    one = torch.ones((), device=a.device)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def fp8_missing(torch, count):
+    """Why this node's GPUs are not measured in fp8 ("" when every one is): it takes compute capability 8.9 or
+    later (Ada, Hopper, Blackwell) and a torch with float8 and _scaled_mm; ROCm's fp8 is another format."""
+    if not hasattr(torch, FP8) or not hasattr(torch, "_scaled_mm"):
+        return "torch %s has no float8 matmul" % torch.__version__
+    if getattr(torch.version, "hip", None):
+        return "ROCm's fp8 (e4m3fnuz) is not measured"
+    for index in range(count):
+        major, minor = torch.cuda.get_device_capability(index)
+        if (major, minor) < (8, 9):
+            return "GPU %d has compute capability %d.%d (fp8 matmul takes 8.9 or later)" % (index, major, minor)
+    return ""
 
 
 def copy_rate(torch, source, target, nbytes, budget_s, sync):
@@ -128,8 +154,8 @@ def cpu_model():
     return "cpu"
 
 
-def _dtype(torch, name):
-    return torch.float32 if name == "tf32" else getattr(torch, name)
+def dtype_of(torch, name):
+    return torch.float32 if name == "tf32" else getattr(torch, FP8 if name == "fp8" else name)
 
 
 def together(phase, timeout):
@@ -142,7 +168,7 @@ def together(phase, timeout):
         return False
 
 
-def measure_gpu(torch, index, args, share, phase):
+def measure_gpu(torch, index, args, share, phase, dtypes=GPU_DTYPES):
     """One GPU's figures; runs in its own thread, all GPUs at once. `phase` (a Barrier of every GPU's thread)
     keeps them on one dtype at a time: TF32 is a process-wide switch, and the GPUs are loaded alike."""
     device = "cuda:%d" % index
@@ -154,13 +180,13 @@ def measure_gpu(torch, index, args, share, phase):
         with torch.cuda.device(index):
             sync = torch.cuda.synchronize
             size = int(args["size"] or GPU_SIZE)
-            for name in GPU_DTYPES:
+            for name in dtypes:
                 if not together(phase, wait):
                     found["skipped"] = "another GPU's thread failed: the rest of the dtypes were not measured"
                     break
                 torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-                found["gemm_flops"][name] = gemm_rate(torch, device, _dtype(torch, name), size, share, sync)
-                found["checksum"][name] = checksum(torch, device, _dtype(torch, name))
+                found["gemm_flops"][name] = gemm_rate(torch, device, dtype_of(torch, name), size, share, sync)
+                found["checksum"][name] = checksum(torch, device, dtype_of(torch, name))
                 if not together(phase, wait):
                     found["gemm_flops"].pop(name, None)
                     found["checksum"].pop(name, None)
@@ -221,25 +247,32 @@ def peer_matrix(torch, count, share):
 
 def measure_gpus(torch, args):
     count = torch.cuda.device_count()
-    share = args["seconds"] / (len(GPU_DTYPES) + 4)
+    no_fp8 = fp8_missing(torch, count)
+    dtypes = GPU_DTYPES + (() if no_fp8 else ("fp8",))
+    share = args["seconds"] / (len(dtypes) + 4)
     pair_share = max(0.05, args["seconds"] / 4 / max(1, count * (count - 1)))
     pcis = [pci_address(torch, index) for index in range(count)]
     sampler = Sampler(pcis)
     sampler.start()
     results = [None] * count
     phase = threading.Barrier(count)
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, measure_gpu(torch, i, args, share, phase)),
-                                daemon=True) for i in range(count)]
+
+    def run(i):
+        results[i] = measure_gpu(torch, i, args, share, phase, dtypes)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=len(GPU_DTYPES) * (4 * share + 120) + 60)
+        thread.join(timeout=len(dtypes) * (4 * share + 120) + 60)
     sampler.stop.set()
     sampler.join(2)
     for index in range(count):
         found = results[index] or {"index": index, "kind": "cuda", "name": "?", "error": "no answer in time"}
         found["samples"] = sampler.samples[index][-200:]
         found["pci_bus_id"] = pcis[index]
+        if no_fp8:
+            found["not_measured"] = {"fp8": no_fp8}
         results[index] = found
     return results, (peer_matrix(torch, count, pair_share) if count > 1 else [])
 
@@ -305,7 +338,7 @@ def probe(argv):
         doc["error"] = ("import torch: %s: %s" % (type(exc).__name__, exc))[:300]
         return doc
     doc["torch"] = torch.__version__
-    wait_until(args["start_at"])
+    sleep_until(args["start_at"], most=120)
     doc["measured_at"] = time.time()
     driver_gpus = nvidia_gpus()
     try:

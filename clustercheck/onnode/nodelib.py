@@ -257,6 +257,15 @@ def collect_env(args):
     return dict(sorted(chosen.items()))
 
 
+def sleep_until(moment, most=600.0):
+    """Sleep until moment (seconds since the epoch: the same on every node of a run); a moment further off
+    than `most` is a clock that disagrees with the tool's, and is not waited for."""
+    import time
+    delay = moment - time.time()
+    if 0 < delay < most:
+        time.sleep(delay)
+
+
 def emit_json(build):
     """Print build()'s document as one JSON line on the real stdout, whatever happens.
 

@@ -11,13 +11,14 @@ Standard library only; shipped inline to every node. Two jobs:
   the filesystem) for longer than --d-state seconds is recorded with its wchan and kernel stack.
   With --data, the slots then read the data directory's files as a loader would (rank r of
   --world reads files r, r + world, ...), cache dropped first, for at most --seconds.
-- coherence (--coherence write|look --token T): the writing node writes a file under a temporary
-  name, syncs and renames it, and fills a small directory, at --start-at (and leaves them: the
-  stage removes them once everyone has looked, or --coherence remove); the looking nodes have
-  looked up the name before (a cached "absent" is what goes stale) and then look until they see
-  the file with its size and content, and the directory with every entry, or --window passes.
+- coherence (--coherence write|look --token T): at --start-at the writing node writes a file under
+  a temporary name, syncs and renames it, and fills a small directory (removed by --coherence
+  remove once everyone has looked; what a stopped run left, by the next run after an hour); the
+  looking nodes looked the name up before (a cached "absent" is what goes stale) and look until
+  they see the file whole and every entry of the directory, or --window passes.
 
-It never raises: what failed is said with the path, the errno and the OS's words.
+It never raises: what failed is said with the path, the errno and the OS's words. SIGTERM (what
+the guard sends when the tool is stopped or its deadline passes) removes what it wrote, then ends.
 
     python storage_probe.py --dir /ckpt --slots 8 --size 268435456 --seconds 5 --start-at EPOCH
     python storage_probe.py --dir /ckpt --coherence look --token abc --start-at EPOCH --window 10
@@ -35,16 +36,18 @@ import time
 
 try:  # imported as part of the clustercheck package (the tests)
     from .dstate import Watch
-    from .nodelib import emit_json
+    from .nodelib import emit_json, sleep_until
 except ImportError:  # shipped to a node: inline_command registers the helpers beside this program
     from dstate import Watch
-    from nodelib import emit_json
+    from nodelib import emit_json, sleep_until
 
 CHUNK = 4 << 20
 SYNC_FIRST, SYNC_MOST = 8 << 20, 256 << 20   # data-sync intervals: the first, and the most it grows to
 WATCH_S = 0.05
 COHERENCE_BYTES = 1 << 20
 LISTING = 16             # entries in the coherence directory
+STALE_S = 3600           # what an earlier run left (a node lost mid-run): removed by the next run after this long
+OURS = (".clustercheck-storage-", ".clustercheck-coherence-")
 
 
 def failure(path, exc):
@@ -82,12 +85,6 @@ def filesystem(path):
     except OSError as exc:
         doc["error"] = failure(path, exc)
     return doc
-
-
-def until(moment):
-    delay = moment - time.time()
-    if delay > 0:
-        time.sleep(min(delay, 600))
 
 
 def write_file(path, size, seconds, payload):
@@ -150,16 +147,16 @@ def slot_work(args, slot, path, report):
     out = {"slot": slot}
     payload = os.urandom(CHUNK)   # incompressible: a filesystem that compresses must not look faster
     try:
-        until(args["start_at"])
+        sleep_until(args["start_at"])
         out["write_bytes"], out["write_s"] = write_file(path, args["size"], args["seconds"], payload)
         if args["world"] > args["slots"]:     # other nodes write meanwhile: everyone reads at one moment
-            until(args["read_at"])
+            sleep_until(args["read_at"])
         out["read_bytes"], out["read_s"] = read_file(path, args["seconds"])
     except OSError as exc:
         out["error"] = failure(path, exc)
     if args.get("data"):
         if args["world"] > args["slots"]:
-            until(args["data_at"])
+            sleep_until(args["data_at"])
         out["data_bytes"] = out["data_files"] = 0
         started = time.monotonic()
         try:
@@ -183,6 +180,7 @@ def measure(args):
         doc["write_error"] = doc["filesystem"]["error"]
         return doc
     # never more than a tenth of the free space between all slots of all nodes: the check must not fill the disk
+    doc["removed_stale"] = remove_stale(directory)
     args["size"] = doc["size"] = max(CHUNK, min(args["size"], doc["filesystem"]["free_bytes"] // (10 * args["world"])))
     work = os.path.join(directory, f".clustercheck-storage-{args['token']}-{doc['host']}")
     try:
@@ -204,12 +202,39 @@ def measure(args):
             children[slot] = pid
         os.close(report)
         doc["slot_results"], doc["d_state"], doc["unfinished"] = collect(args, children, read)
-    finally:
+    finally:     # also on SIGTERM: the slots stopped first (not waited for: one may be in D state), files removed
         for pid in children.values():
-            _kill(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         shutil.rmtree(work, ignore_errors=True)
+        reap(children.values())
     doc["finished"] = time.time()
     return doc
+
+
+def remove_stale(directory, now=None):
+    """Remove what runs of this probe left in directory over STALE_S ago (stopped by SIGKILL, a node lost);
+    the names removed. Only this probe's own names; a run in progress is minutes old."""
+    removed, now = [], now or time.time()
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(OURS)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if now - os.lstat(path).st_mtime < STALE_S:
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            removed.append(name)
+        except OSError:
+            pass     # another node of a shared filesystem removed it first, or it is not ours to remove
+    return removed
 
 
 def collect(args, children, read):
@@ -240,15 +265,17 @@ def collect(args, children, read):
     return results, watch.finish(alive), sorted(alive)
 
 
-def _kill(pid, grace_s=1.0):
-    """SIGKILL and reap; a process in D state dies only when it leaves it: not waited for past grace_s."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + grace_s
-        while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < deadline:
-            time.sleep(0.02)
-    except (OSError, ChildProcessError):
-        pass
+def reap(pids, grace_s=1.0):
+    """Reap the killed slots; one in D state dies only when it leaves it: not waited for past grace_s in all."""
+    deadline, left = time.monotonic() + grace_s, set(pids)
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.discard(pid)
+            except ChildProcessError:
+                left.discard(pid)
+        time.sleep(0.02)
 
 
 def content(token, size):
@@ -264,16 +291,20 @@ def coherence(args):
            "filesystem": filesystem(directory)}
     body = content(args["token"], COHERENCE_BYTES)
     if args["coherence"] == "write":    # the files stay for the others to look at: the stage removes them after
+        remove_stale(directory)
         try:
-            until(args["start_at"])
+            sleep_until(args["start_at"])
             write_coherent(name, body)
             doc["written_at"] = time.time()
         except OSError as exc:
             doc["write_error"] = failure(name, exc)
             remove_coherent(name)
+        except BaseException:       # SIGTERM while writing: nobody will ask for the removal
+            remove_coherent(name)
+            raise
         return doc
     os.path.exists(name), os.path.isdir(name + ".d")    # looked up before it exists: what a cache keeps
-    until(args["start_at"])
+    sleep_until(args["start_at"])
     doc.update(look(name, body, args["window"]))
     return doc
 
@@ -352,7 +383,12 @@ def probe(argv):
     return coherence(args) if args["coherence"] else measure(args)
 
 
+def stop(signum, frame):
+    raise SystemExit(128 + signum)      # unwinds through the finally blocks that remove the files
+
+
 def main():
+    signal.signal(signal.SIGTERM, stop)
     emit_json(lambda: probe(sys.argv[1:]))
     sys.stdout.flush()
     os._exit(0)     # slot processes are gone; nothing to tear down

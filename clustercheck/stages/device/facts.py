@@ -13,6 +13,7 @@ from clustercheck.stages.device import nvbandwidth
 METRICS: List[Tuple[str, str, str, float]] = [
     ("gemm.bfloat16", "bf16 matmul", "TFLOPS", 1e-12), ("gemm.float16", "fp16 matmul", "TFLOPS", 1e-12),
     ("gemm.tf32", "tf32 matmul", "TFLOPS", 1e-12), ("gemm.float32", "fp32 matmul", "GFLOPS", 1e-9),
+    ("gemm.fp8", "fp8 matmul", "TFLOPS", 1e-12),
     ("copy", "memory copy", "GB/s", 1e-9), ("h2d", "host to device", "GB/s", 1e-9),
     ("d2h", "device to host", "GB/s", 1e-9),
     # nvbandwidth's figures where it is installed: one GPU at a time, so never compared with the probe's own
@@ -36,6 +37,7 @@ class Device:
     samples: List[Dict] = field(default_factory=list)           # clocks, power, throttle, PCIe while loaded
     error: str = ""
     build: str = ""                  # torch (and CUDA) that computed it: bits are compared within one build
+    not_measured: Dict[str, str] = field(default_factory=dict)  # what the probe left out and why (fp8 on an A100)
 
     @property
     def label(self) -> str:
@@ -63,7 +65,8 @@ def devices_of(node: str, doc: Dict) -> List[Device]:
         found.append(Device(node, int(entry.get("index", 0)), entry.get("kind", doc.get("kind", "")),
                             entry.get("name", "?"), entry.get("pci_bus_id", ""), figures,
                             dict(entry.get("checksum") or {}), list(entry.get("samples") or []),
-                            entry.get("error", ""), f"torch {doc.get('torch')} cuda {doc.get('cuda')}"))
+                            entry.get("error", ""), f"torch {doc.get('torch')} cuda {doc.get('cuda')}",
+                            dict(entry.get("not_measured") or {})))
     return found
 
 

@@ -21,7 +21,17 @@ def table(facts: DeviceFacts, tablefmt: str) -> List[str]:
     rows = [[d.node, "cpu" if d.kind == "cpu" else d.index, d.name]
             + [f"{d.figures[m] * scale:,.1f}" if m in d.figures else "" for m, _, scale in shown] for d in devices]
     return tabulate(rows, headers=["node", "device", "model", *(title for _, title, _ in shown)],
-                    tablefmt=tablefmt).splitlines()
+                    tablefmt=tablefmt).splitlines() + left_out(devices)
+
+
+def left_out(devices) -> List[str]:
+    """What the probes did not measure and why, once per reason: "fp8 not measured on n1, n2: GPU 0 has ..."."""
+    reasons: Dict = {}
+    for device in devices:
+        for what, why in device.not_measured.items():
+            reasons.setdefault((what, why), set()).add(device.node)
+    return ["", *(f"{what} not measured on {fold(sorted(nodes))}: {why}" for (what, why), nodes in sorted(
+        reasons.items()))] if reasons else []
 
 
 def headline(facts: DeviceFacts) -> str:
