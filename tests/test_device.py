@@ -228,3 +228,32 @@ def test_fp8_is_measured_through_scaled_mm_and_said_where_the_gpus_have_none():
     shown = table(facts(a100), "plain")
     assert shown[-1] == "fp8 not measured on n[1-2]: GPU 0 has compute capability 8.0"
     assert "fp8" not in shown[0]
+
+
+def test_an_fp8_matmul_that_fails_leaves_the_gpu_measured_in_every_other_dtype_and_its_copies(monkeypatch):
+    import contextlib
+    import threading
+    import types
+
+    from clustercheck.onnode import device_probe
+
+    def gemm(torch, device, dtype, size, budget, sync):
+        if dtype == "e4m3":
+            raise RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul\nmore")
+        return 1e15
+
+    fake = types.SimpleNamespace(float8_e4m3fn="e4m3", float32="f32", bfloat16="bf16", float16="f16",
+                                 backends=types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace())),
+                                 cuda=types.SimpleNamespace(get_device_name=lambda i: "NVIDIA H100 80GB HBM3",
+                                                            device=lambda i: contextlib.nullcontext(),
+                                                            synchronize=lambda *a: None, get_device_properties=None),
+                                 empty=lambda *a, **k: None, uint8="u8")
+    monkeypatch.setattr(device_probe, "gemm_rate", gemm)
+    monkeypatch.setattr(device_probe, "checksum", lambda torch, device, dtype: f"sum-{dtype}")
+    monkeypatch.setattr(device_probe, "copy_rate", lambda *a: 2e12)
+    found = device_probe.measure_gpu(fake, 0, {"size": 0}, 0.01, threading.Barrier(1),
+                                     device_probe.GPU_DTYPES + ("fp8",))
+    assert "error" not in found and sorted(found["gemm_flops"]) == sorted(device_probe.GPU_DTYPES)
+    assert found["copy_bytes_s"] == found["h2d_bytes_s"] == 2e12 and "fp8" not in found["checksum"]
+    assert found["not_measured"] == {"fp8": "torch._scaled_mm failed: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when "
+                                             "calling cublasLtMatmul"}

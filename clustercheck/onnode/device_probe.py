@@ -185,8 +185,14 @@ def measure_gpu(torch, index, args, share, phase, dtypes=GPU_DTYPES):
                     found["skipped"] = "another GPU's thread failed: the rest of the dtypes were not measured"
                     break
                 torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-                found["gemm_flops"][name] = gemm_rate(torch, device, dtype_of(torch, name), size, share, sync)
-                found["checksum"][name] = checksum(torch, device, dtype_of(torch, name))
+                try:
+                    found["gemm_flops"][name] = gemm_rate(torch, device, dtype_of(torch, name), size, share, sync)
+                    found["checksum"][name] = checksum(torch, device, dtype_of(torch, name))
+                except RuntimeError as exc:     # fp8 is optional: its kernels missing from a build is not the GPU's
+                    if name != "fp8":
+                        raise
+                    found["gemm_flops"].pop(name, None)
+                    found["not_measured"] = {"fp8": ("torch._scaled_mm failed: %s" % exc).splitlines()[0][:200]}
                 if not together(phase, wait):
                     found["gemm_flops"].pop(name, None)
                     found["checksum"].pop(name, None)
@@ -272,7 +278,7 @@ def measure_gpus(torch, args):
         found["samples"] = sampler.samples[index][-200:]
         found["pci_bus_id"] = pcis[index]
         if no_fp8:
-            found["not_measured"] = {"fp8": no_fp8}
+            found.setdefault("not_measured", {})["fp8"] = no_fp8
         results[index] = found
     return results, (peer_matrix(torch, count, pair_share) if count > 1 else [])
 
