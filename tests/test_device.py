@@ -1,5 +1,7 @@
 """The device stage's judges on probe documents, and the probe itself on this machine's CPU."""
 
+import pytest
+
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
 from clustercheck.stages.device import expected
@@ -212,6 +214,10 @@ def test_fp8_is_measured_through_scaled_mm_and_said_where_the_gpus_have_none():
     fp8 = device_probe.checksum(torch, "cpu", torch.float8_e4m3fn)
     assert fp8 == device_probe.checksum(torch, "cpu", torch.float8_e4m3fn) != device_probe.checksum(
         torch, "cpu", torch.bfloat16)
+    real = torch._scaled_mm      # before torch 2.5 it returned (result, amax): the same bits either way
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch, "_scaled_mm", lambda *a, **k: (real(*a, **k), torch.zeros(())))
+        assert device_probe.checksum(torch, "cpu", torch.float8_e4m3fn) == fp8
     ampere = types.SimpleNamespace(float8_e4m3fn=1, _scaled_mm=1, __version__="2.13.0",
                                    version=types.SimpleNamespace(hip=None),
                                    cuda=types.SimpleNamespace(get_device_capability=lambda i: (8, 0 if i else 9)))

@@ -66,7 +66,10 @@ def checksum(torch, device, dtype):
     generator = torch.Generator().manual_seed(20261124)
     a = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
     b = torch.randn(CHECK_SIZE, CHECK_SIZE, generator=generator).to(device=device, dtype=dtype)
-    result = multiply(torch, a, b)().float().cpu().contiguous()
+    result = multiply(torch, a, b)()
+    if isinstance(result, tuple):     # torch._scaled_mm before torch 2.5: (result, amax)
+        result = result[0]
+    result = result.float().cpu().contiguous()
     if os.environ.get(WRONG_BITS):
         result[7, 7] += 1.0
     return hashlib.sha256(bytes(result.view(torch.uint8).flatten().tolist())).hexdigest()[:16]   # no numpy needed
@@ -188,7 +191,8 @@ def measure_gpu(torch, index, args, share, phase, dtypes=GPU_DTYPES):
                 try:
                     found["gemm_flops"][name] = gemm_rate(torch, device, dtype_of(torch, name), size, share, sync)
                     found["checksum"][name] = checksum(torch, device, dtype_of(torch, name))
-                except RuntimeError as exc:     # fp8 is optional: its kernels missing from a build is not the GPU's
+                except (RuntimeError, TypeError) as exc:   # fp8 is optional: a build without its kernels (or
+                    # another _scaled_mm signature) says nothing of the GPU
                     if name != "fp8":
                         raise
                     found["gemm_flops"].pop(name, None)
