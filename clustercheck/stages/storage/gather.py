@@ -26,14 +26,18 @@ def node_directory(transport: Transport, options: StorageOptions) -> str:
     return options.checkpoint_dir or os.path.dirname(transport.put(b"", ".storage"))
 
 
-def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float):
-    """node -> document, node -> why none, for one probe round with per-node arguments."""
+def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float,
+              directories: Dict[str, str]):
+    """node -> document, node -> why none, for one probe round with per-node arguments. `directories` keeps
+    each node's directory from the round that first asked (node -> path)."""
     by_name = {node.name: node for node in nodes}
     docs: Dict[str, Dict] = {}
     problems: Dict[str, str] = {}
 
     def run(transport: Transport, node: Node) -> NodeResult:
-        argv = argv_of(node, node_directory(transport, options))
+        if node.name not in directories:
+            directories[node.name] = node_directory(transport, options)
+        argv = argv_of(node, directories[node.name])
         return transport.run(inline_command(interpreter(node), "storage_probe", argv), deadline)
 
     for result in cluster.each(run, nodes):
@@ -45,7 +49,8 @@ def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, 
     return docs, problems
 
 
-def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts) -> None:
+def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts,
+                    directories: Dict[str, str]) -> None:
     token = uuid.uuid4().hex[:12]
     start_at = time.time() + (options.start_margin_s if len(nodes) > 1 else 0.0)
     facts.writer = nodes[0].name
@@ -56,14 +61,15 @@ def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOpt
                 "--window", f"{options.window:g}"]
 
     deadline = options.start_margin_s + options.window + IMPORT_S + 10
-    facts.coherence, facts.coherence_problems = documents(cluster, nodes, options, argv, deadline)
+    facts.coherence, facts.coherence_problems = documents(cluster, nodes, options, argv, deadline, directories)
     written_in = (facts.coherence.get(facts.writer) or {}).get("dir")
     if written_in:     # everyone has looked (or given up): the writer's files go
         remove = ["--dir", written_in, "--coherence", "remove", "--token", token]
         cluster.run(inline_command(interpreter(nodes[0]), "storage_probe", remove), 30, nodes[:1])
 
 
-def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts) -> None:
+def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts,
+            directories: Dict[str, str]) -> None:
     token = uuid.uuid4().hex[:12]
     start_at = time.time() + (options.start_margin_s if len(nodes) > 1 else 0.0)
     world = sum(facts.ranks.get(n.name, 1) for n in nodes)
@@ -79,7 +85,7 @@ def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, fa
 
     phases = 3 + (1 if options.data_dir else 0)
     deadline = options.start_margin_s + IMPORT_S + (phases + 2) * (options.seconds + 1) + 10
-    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline)
+    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline, directories)
 
 
 def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int],
@@ -91,7 +97,8 @@ def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int
                          save_every=options.save_every)
     started = time.monotonic()
     if nodes:
-        check_coherence(cluster, nodes, options, facts)
-        measure(cluster, nodes, options, facts)
+        directories: Dict[str, str] = {}     # each node's directory, asked once
+        check_coherence(cluster, nodes, options, facts, directories)
+        measure(cluster, nodes, options, facts, directories)
     facts.wall_s = time.monotonic() - started
     return facts
