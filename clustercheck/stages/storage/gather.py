@@ -26,18 +26,14 @@ def node_directory(transport: Transport, options: StorageOptions) -> str:
     return options.checkpoint_dir or os.path.dirname(transport.put(b"", ".storage"))
 
 
-def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float,
-              directories: Dict[str, str]):
-    """node -> document, node -> why none, for one probe round with per-node arguments. `directories` keeps
-    each node's directory from the round that first asked (node -> path)."""
+def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float):
+    """node -> document, node -> why none, for one probe round with per-node arguments."""
     by_name = {node.name: node for node in nodes}
     docs: Dict[str, Dict] = {}
     problems: Dict[str, str] = {}
 
     def run(transport: Transport, node: Node) -> NodeResult:
-        if node.name not in directories:
-            directories[node.name] = node_directory(transport, options)
-        argv = argv_of(node, directories[node.name])
+        argv = argv_of(node, node_directory(transport, options))
         return transport.run(inline_command(interpreter(node), "storage_probe", argv), deadline)
 
     for result in cluster.each(run, nodes):
@@ -49,8 +45,7 @@ def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, 
     return docs, problems
 
 
-def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts,
-                    directories: Dict[str, str]) -> None:
+def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts) -> None:
     token = uuid.uuid4().hex[:12]
     start_at = time.time() + (options.start_margin_s if len(nodes) > 1 else 0.0)
     facts.writer = nodes[0].name
@@ -61,15 +56,14 @@ def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOpt
                 "--window", f"{options.window:g}"]
 
     deadline = options.start_margin_s + options.window + IMPORT_S + 10
-    facts.coherence, facts.coherence_problems = documents(cluster, nodes, options, argv, deadline, directories)
+    facts.coherence, facts.coherence_problems = documents(cluster, nodes, options, argv, deadline)
     written_in = (facts.coherence.get(facts.writer) or {}).get("dir")
     if written_in:     # everyone has looked (or given up): the writer's files go
         remove = ["--dir", written_in, "--coherence", "remove", "--token", token]
         cluster.run(inline_command(interpreter(nodes[0]), "storage_probe", remove), 30, nodes[:1])
 
 
-def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts,
-            directories: Dict[str, str]) -> None:
+def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, facts: StorageFacts) -> None:
     token = uuid.uuid4().hex[:12]
     start_at = time.time() + (options.start_margin_s if len(nodes) > 1 else 0.0)
     world = sum(facts.ranks.get(n.name, 1) for n in nodes)
@@ -85,7 +79,7 @@ def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, fa
 
     phases = 3 + (1 if options.data_dir else 0)
     deadline = options.start_margin_s + IMPORT_S + (phases + 2) * (options.seconds + 1) + 10
-    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline, directories)
+    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline)
 
 
 def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int],
@@ -97,8 +91,7 @@ def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int
                          save_every=options.save_every)
     started = time.monotonic()
     if nodes:
-        directories: Dict[str, str] = {}     # each node's directory, asked once
-        check_coherence(cluster, nodes, options, facts, directories)
-        measure(cluster, nodes, options, facts, directories)
+        check_coherence(cluster, nodes, options, facts)
+        measure(cluster, nodes, options, facts)
     facts.wall_s = time.monotonic() - started
     return facts
