@@ -257,9 +257,25 @@ def test_an_fp8_matmul_that_fails_leaves_the_gpu_measured_in_every_other_dtype_a
     monkeypatch.setattr(device_probe, "gemm_rate", gemm)
     monkeypatch.setattr(device_probe, "checksum", lambda torch, device, dtype: f"sum-{dtype}")
     monkeypatch.setattr(device_probe, "copy_rate", lambda *a: 2e12)
-    found = device_probe.measure_gpu(fake, 0, {"size": 0}, 0.01, threading.Barrier(1),
-                                     device_probe.GPU_DTYPES + ("fp8",))
+    # two GPUs in step (one barrier per dtype): GPU 1's fp8 fails, GPU 0's runs
+    results, phase = {}, threading.Barrier(2)
+    good = dict(vars(fake), float8_e4m3fn="e4m3-ok")
+    threads = [threading.Thread(target=lambda i=i, t=t: results.__setitem__(i, device_probe.measure_gpu(
+        types.SimpleNamespace(**t), i, {"size": 0}, 0.01, phase, device_probe.GPU_DTYPES + ("fp8",))))
+        for i, t in ((0, good), (1, vars(fake)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    found = results[1]
     assert "error" not in found and sorted(found["gemm_flops"]) == sorted(device_probe.GPU_DTYPES)
     assert found["copy_bytes_s"] == found["h2d_bytes_s"] == 2e12 and "fp8" not in found["checksum"]
     assert found["not_measured"] == {"fp8": "torch._scaled_mm failed: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when "
                                              "calling cublasLtMatmul"}
+    assert results[0]["gemm_flops"]["fp8"] == 1e15 and "not_measured" not in results[0]
+    # judged: the GPU whose peer ran fp8 is not known good (UNKNOWN, never OK)
+    for index, entry in results.items():
+        entry.update(pci_bus_id=f"00000000:{0x18 + index:02X}:00.0", samples=[])
+    [unknown] = [f for f in judge_devices(facts([list(results.values())])) if f.check == "device.unmeasured"]
+    assert unknown.status is Status.UNKNOWN and unknown.nodes == ["n1"]
+    assert unknown.evidence[0].startswith("GPU 1 on n1 (00000000:19:00.0): torch._scaled_mm failed")

@@ -42,11 +42,13 @@ def test_up_twice_then_down_leaves_nothing(sandbox):
     assert debris(name) == {"netns": [], "links": [], "etc": [], "sshd": [], "processes": [], "state": False}
 
 
-def test_down_after_a_crash_finds_everything_by_name(sandbox):
+def test_down_after_a_crash_finds_everything_by_name_even_a_node_whose_namespace_lost_its_name(sandbox):
     name = f"c{os.getpid() % 10000}"
     try:
         box = Sandbox.up(2, name)
         os.unlink(os.path.join(box.dir, "state.json"))  # as if the process died mid-way
+        # and a node's namespace lost its name while its processes ran (a `down` that raced an `up`)
+        subprocess.run(["ip", "netns", "del", box.nodes[0].name], check=True)
     finally:
         proc = clustercheck("sandbox", "down", "--name", name)
     assert proc.returncode == 0

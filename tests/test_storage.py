@@ -81,6 +81,18 @@ def test_sigterm_mid_write_removes_the_files_and_ends_the_probe_at_once(tmp_path
     assert "SystemExit: 143" in json.loads(out)["fatal"] and list(tmp_path.iterdir()) == []
 
 
+def test_a_slot_process_sent_sigterm_ends_without_the_parent_s_cleanup(monkeypatch):
+    import signal
+    monkeypatch.setattr(storage_probe, "PARENT", [os.getpid()])
+    pid = os.fork()
+    if pid == 0:     # a slot: the handler inherited; it must end here, not unwind into the parent's finally
+        try:
+            storage_probe.stop(signal.SIGTERM, None)
+        finally:
+            os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 143
+
+
 def test_what_a_run_stopped_by_sigkill_left_goes_with_the_next_run_after_an_hour(tmp_path):
     old, fresh = tmp_path / ".clustercheck-storage-abc-n1", tmp_path / ".clustercheck-coherence-def"
     (old / "slot0").parent.mkdir()

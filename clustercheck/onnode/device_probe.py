@@ -55,12 +55,6 @@ def parse_args(argv):
     return args
 
 
-def wait_until(start_at):
-    delay = start_at - time.time()
-    if 0 < delay < 120:
-        time.sleep(delay)
-
-
 def checksum(torch, device, dtype):
     """SHA-256 of A @ B for seeded inputs: the same bits on every healthy device of one model."""
     generator = torch.Generator().manual_seed(20261124)
@@ -116,7 +110,10 @@ def fp8_missing(torch, count):
     if getattr(torch.version, "hip", None):
         return "ROCm's fp8 (e4m3fnuz) is not measured"
     for index in range(count):
-        major, minor = torch.cuda.get_device_capability(index)
+        try:
+            major, minor = torch.cuda.get_device_capability(index)
+        except Exception as exc:    # that GPU's own thread says what is wrong with it
+            return "GPU %d's compute capability could not be read: %s" % (index, str(exc).splitlines()[0][:100])
         if (major, minor) < (8, 9):
             return "GPU %d has compute capability %d.%d (fp8 matmul takes 8.9 or later)" % (index, major, minor)
     return ""

@@ -24,7 +24,6 @@ the guard sends when the tool is stopped or its deadline passes) removes what it
     python storage_probe.py --dir /ckpt --coherence look --token abc --start-at EPOCH --window 10
 """
 
-import errno
 import hashlib
 import json
 import os
@@ -36,9 +35,11 @@ import time
 
 try:  # imported as part of the clustercheck package (the tests)
     from .dstate import Watch
+    from .mounts import failure, filesystem, mount_of  # noqa: F401 (mount_of: the tests read paths with it)
     from .nodelib import emit_json, sleep_until
 except ImportError:  # shipped to a node: inline_command registers the helpers beside this program
     from dstate import Watch
+    from mounts import failure, filesystem
     from nodelib import emit_json, sleep_until
 
 CHUNK = 4 << 20
@@ -48,43 +49,6 @@ COHERENCE_BYTES = 1 << 20
 LISTING = 16             # entries in the coherence directory
 STALE_S = 3600           # what an earlier run left (a node lost mid-run): removed by the next run after this long
 OURS = (".clustercheck-storage-", ".clustercheck-coherence-")
-
-
-def failure(path, exc):
-    """An OSError as the stage shows it: the path, the errno's name and the OS's words."""
-    code = getattr(exc, "errno", None)
-    return {"path": path, "errno": code, "errno_name": errno.errorcode.get(code, "") if code else "",
-            "message": getattr(exc, "strerror", None) or str(exc)}
-
-
-def mount_of(path, mountinfo="/proc/self/mountinfo"):
-    """The mount a path lives on: its mount point, filesystem type, source and options (longest prefix)."""
-    best = None
-    try:
-        with open(mountinfo) as handle:
-            for line in handle:
-                left, _, right = line.partition(" - ")
-                fields, tail = left.split(), right.split()
-                if len(fields) < 5 or len(tail) < 2:
-                    continue
-                point = fields[4].replace("\\040", " ")
-                if (path == point or path.startswith(point.rstrip("/") + "/")) and (
-                        best is None or len(point) >= len(best["point"])):
-                    best = {"point": point, "fstype": tail[0], "source": tail[1], "options": fields[5]}
-    except OSError:
-        pass
-    return best or {}
-
-
-def filesystem(path):
-    doc = {"path": path, "mount": mount_of(os.path.realpath(path))}
-    try:
-        st = os.statvfs(path)
-        doc.update(free_bytes=st.f_bavail * st.f_frsize, total_bytes=st.f_blocks * st.f_frsize,
-                   read_only=bool(st.f_flag & os.ST_RDONLY), device=os.stat(path).st_dev)
-    except OSError as exc:
-        doc["error"] = failure(path, exc)
-    return doc
 
 
 def write_file(path, size, seconds, payload):
@@ -180,16 +144,16 @@ def measure(args):
         doc["write_error"] = doc["filesystem"]["error"]
         return doc
     # never more than a tenth of the free space between all slots of all nodes: the check must not fill the disk
-    doc["removed_stale"] = remove_stale(directory)
     args["size"] = doc["size"] = max(CHUNK, min(args["size"], doc["filesystem"]["free_bytes"] // (10 * args["world"])))
     work = os.path.join(directory, f".clustercheck-storage-{args['token']}-{doc['host']}")
     try:
         os.mkdir(work, 0o700)
+        made_at = os.stat(work).st_mtime      # the filesystem's clock: what an earlier run's age is told by
     except OSError as exc:
         doc["write_error"] = failure(work, exc)
         return doc
     read, report = os.pipe()
-    children = {}
+    children, reaped = {}, set()
     try:
         for slot in range(args["slots"]):
             pid = os.fork()
@@ -201,15 +165,17 @@ def measure(args):
                     os._exit(0)
             children[slot] = pid
         os.close(report)
-        doc["slot_results"], doc["d_state"], doc["unfinished"] = collect(args, children, read)
-    finally:     # also on SIGTERM: the slots stopped first (not waited for: one may be in D state), files removed
-        for pid in children.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        doc["slot_results"], doc["d_state"], doc["unfinished"] = collect(args, children, read, reaped)
+    finally:     # also on SIGTERM: the slots killed and reaped (for at most half a second: one in D state dies
+        # when it leaves it), then the files removed (one still open on NFS would stay as .nfsXXXX)
+        if signal.getsignal(signal.SIGTERM) is stop:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)    # a second TERM must not cut the cleanup short
+        left = [pid for pid in children.values() if pid not in reaped]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        reap(left, grace_s=0.5)
         shutil.rmtree(work, ignore_errors=True)
-        reap(children.values())
+        doc["removed_stale"] = remove_stale(directory, made_at)     # after the timed part: it delays nobody
     doc["finished"] = time.time()
     return doc
 
@@ -237,8 +203,9 @@ def remove_stale(directory, now=None):
     return removed
 
 
-def collect(args, children, read):
-    """The slots' answers, watching them until they answer or the deadline passes."""
+def collect(args, children, read, reaped):
+    """The slots' answers, watching them until they answer or the deadline passes; `reaped` gets the pids
+    reaped (never to be signalled again: the kernel may give the number to another process)."""
     watch = Watch(children, args["d_state"])
     results, buffered, alive = [], b"", set(children)
     os.set_blocking(read, False)
@@ -252,6 +219,7 @@ def collect(args, children, read):
         for slot, pid in list(children.items()):
             if slot in alive and os.waitpid(pid, os.WNOHANG)[0]:
                 alive.discard(slot)
+                reaped.add(pid)
         time.sleep(WATCH_S)
     try:
         buffered += os.read(read, 65536) or b""
@@ -291,7 +259,6 @@ def coherence(args):
            "filesystem": filesystem(directory)}
     body = content(args["token"], COHERENCE_BYTES)
     if args["coherence"] == "write":    # the files stay for the others to look at: the stage removes them after
-        remove_stale(directory)
         try:
             sleep_until(args["start_at"])
             write_coherent(name, body)
@@ -383,11 +350,19 @@ def probe(argv):
     return coherence(args) if args["coherence"] else measure(args)
 
 
+PARENT = []
+
+
 def stop(signum, frame):
-    raise SystemExit(128 + signum)      # unwinds through the finally blocks that remove the files
+    """SIGTERM: the probe unwinds through the finally blocks that remove its files; a slot process (forked,
+    the handler inherited) just ends: the parent's cleanup is the parent's."""
+    if os.getpid() not in PARENT:
+        os._exit(128 + signum)
+    raise SystemExit(128 + signum)
 
 
 def main():
+    PARENT.append(os.getpid())
     signal.signal(signal.SIGTERM, stop)
     emit_json(lambda: probe(sys.argv[1:]))
     sys.stdout.flush()

@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from clustercheck.sandbox.hostsettings import STATE_ROOT, raise_neighbour_table, restore_host_settings
-from clustercheck.sandbox.processes import SandboxError, first_process_alive, host_pid, pid_alive, read_text, sh, spawn
+from clustercheck.sandbox.processes import (SandboxError, first_process_alive, host_pid, naming, node_first, pid_alive,
+                                           read_text, sh, spawn)
 from clustercheck.sandbox.slurm_stop import stop_slurm
 
 SUBNET_FORMAT = "10.213.{}.0/22"
@@ -342,8 +343,8 @@ def down(name: str) -> List[str]:
     # then KILL for each node's first process (PID 1 of its namespace ignores TERM; its namespace dies with
     # it) and `unshare`, one wait of at most 2 s for them all, then KILL for what is left
     pids = [int(p) for netns in namespaces for p in sh("ip", "netns", "pids", netns, check=False).stdout.split()]
-    firsts = [p for p in pids if read_text(f"/proc/{p}/comm").strip() == "unshare"
-              or (read_text(f"/proc/{p}/status").split("NSpid:")[-1].split("\n")[0].split() or ["0"])[-1] == "1"]
+    pids += [p for p in naming(os.path.join(STATE_ROOT, name) + "/") if p not in pids and node_first(p)]
+    firsts = [p for p in pids if node_first(p)]
     for sig, targets in ((signal.SIGTERM, pids), (signal.SIGKILL, firsts)):
         for pid in targets:
             try:

@@ -66,3 +66,19 @@ def first_process_alive(pid: int, netns: str) -> bool:
         return pid_alive(pid) and os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
     except OSError:
         return False
+
+
+def naming(path: str) -> List[int]:
+    """Processes whose command line names path: a node's first processes, found even once its network
+    namespace has lost its name (a `down` that raced an `up`)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and path in read_text(f"/proc/{entry}/cmdline").replace("\0", " "):
+            found.append(int(entry))
+    return found
+
+
+def node_first(pid: int) -> bool:
+    """A node's first process: `unshare`, or PID 1 of its namespace (it ignores TERM; its namespace dies with it)."""
+    return read_text(f"/proc/{pid}/comm").strip() == "unshare" or (
+        read_text(f"/proc/{pid}/status").split("NSpid:")[-1].split("\n")[0].split() or ["0"])[-1] == "1"

@@ -80,12 +80,26 @@ def unmeasured(facts: DeviceFacts) -> List[Finding]:
                                  [f"{node}: CUDA_VISIBLE_DEVICES={doc.get('visible_devices') or '(unset)'}"],
                                  "measure every GPU: unset CUDA_VISIBLE_DEVICES for the check, or look for a GPU "
                                  "that fell off (clustercheck env: Xid 79)", [node]))
+    found += fp8_failed(facts.devices)
     broken = [d for d in facts.devices if d.error]
     if broken:
         found.append(Finding("device.unmeasured", Status.UNKNOWN, f"could not measure {len(broken)} device(s)",
                              [f"{d.label}: {d.error}" for d in broken], "look at that GPU (clustercheck env: Xid, "
                                                                           "ECC)", sorted({d.node for d in broken})))
     return found
+
+
+def fp8_failed(devices: List[Device]) -> List[Finding]:
+    """fp8 that failed on a GPU while its peers (its model, its build) ran it: that GPU is not known good."""
+    ran = {(d.model, d.build) for d in devices if "gemm.fp8" in d.figures}
+    failed = [d for d in devices if (d.model, d.build) in ran
+              and d.not_measured.get("fp8", "").startswith("torch._scaled_mm failed")]
+    if not failed:
+        return []
+    summary = f"fp8 matmul failed on {len(failed)} GPU(s) whose peers ran it"
+    evidence = [f"{d.label}: {d.not_measured['fp8']}" for d in failed]
+    return [Finding("device.unmeasured", Status.UNKNOWN, summary, evidence, "run the GPU with nothing else on it "
+                    "(its memory), then dcgmi diag -r 2", sorted({d.node for d in failed}))]
 
 
 def against_peers(facts: DeviceFacts) -> List[Finding]:
