@@ -172,6 +172,11 @@ def test_throttling_and_links_read_from_recorded_nvidia_smi_q_feed_the_why():
     assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=idle)) == ""
     loaded = [dict(idle[0], throttle=[])]
     assert trained_down(Device("n1", 0, "cuda", "RTX 4090", samples=loaded)) == "PCIe Gen1 x16 of Gen4 x16 under load"
+    # driver 570 and later: "Instantaneous Power Draw" and "Average Power Draw" where "Power Draw" was
+    [rtx5090] = smi_q_samples(_recorded("nvidia-smi", "q-rtx5090-driver-570-gls.txt"))
+    assert (rtx5090["power_w"], rtx5090["power_limit_w"], rtx5090["temperature_c"]) == (23.78, 575.0, 25)
+    assert rtx5090["throttle"] == ["sw_power_cap"] and (rtx5090["pcie_width"], rtx5090["pcie_width_max"]) == (8, 16)
+    assert "24 W of 575 W" in why_slow(Device("n1", 0, "cuda", "NVIDIA GeForce RTX 5090", samples=[rtx5090]))
 
 
 def test_gpus_torch_cannot_use_are_never_measured_as_a_cpu_and_never_ok(monkeypatch):

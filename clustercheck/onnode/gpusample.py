@@ -95,10 +95,14 @@ def _smi_field(sample, section, key, value):
     elif section[-1:] in (["Clocks"], ["Max Clocks"]) and key == "SM" and number is not None:
         sample["sm_mhz" if section[-1] == "Clocks" else "max_sm_mhz"] = int(number)
     elif section[-1:] in (["GPU Power Readings"], ["Power Readings"]) and number is not None:
-        if key == "Power Draw":
+        if key == "Instantaneous Power Draw":      # driver 570 and later: instantaneous and average apart
             sample["power_w"] = number
+        elif key in ("Power Draw", "Average Power Draw"):
+            sample.setdefault("power_w", number)
         elif key in ("Current Power Limit", "Enforced Power Limit", "Power Limit"):
             sample.setdefault("power_limit_w", number)
+    elif section[-1:] == ["Temperature"] and key == "GPU Current Temp" and number is not None:
+        sample["temperature_c"] = int(number)
 
 
 def nvml_sample(pynvml, handle):
