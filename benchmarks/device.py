@@ -31,39 +31,32 @@ from clustercheck.onnode import device_probe  # noqa: E402
 NUM_NODES = 8
 
 
-def bare_gemm(device: str, dtype, size: int, seconds: float, sync) -> float:
-    a, b = torch.randn(size, size, device=device).to(dtype), torch.randn(size, size, device=device).to(dtype)
-    if dtype == torch.float8_e4m3fn:
-        b, one = b.t().contiguous().t(), torch.ones((), device=device)
-        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-        sync()
-        calls, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-            calls += 1
-        sync()
-        return 2.0 * size ** 3 * calls / (time.perf_counter() - start)
-    out = torch.empty(size, size, device=device, dtype=dtype)
-    torch.mm(a, b, out=out)
+def calls_per_second(run, sync, seconds: float) -> float:
+    """run() repeated for `seconds` with nothing around it, after one warm-up call."""
+    run()
     sync()
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        torch.mm(a, b, out=out)
+        run()
         calls += 1
     sync()
-    return 2.0 * size ** 3 * calls / (time.perf_counter() - start)
+    return calls / (time.perf_counter() - start)
+
+
+def bare_gemm(device: str, dtype, size: int, seconds: float, sync) -> float:
+    a, b = torch.randn(size, size, device=device).to(dtype), torch.randn(size, size, device=device).to(dtype)
+    if dtype == torch.float8_e4m3fn:    # cuBLASLt's fp8 takes the second operand column-major, scales, bf16 out
+        b, one = b.t().contiguous().t(), torch.ones((), device=device)
+        run = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    else:
+        out = torch.empty(size, size, device=device, dtype=dtype)
+        run = lambda: torch.mm(a, b, out=out)  # noqa: E731
+    return 2.0 * size ** 3 * calls_per_second(run, sync, seconds)
 
 
 def bare_copy(device: str, nbytes: int, seconds: float, sync) -> float:
     src, dst = torch.ones(nbytes // 4, device=device), torch.empty(nbytes // 4, device=device)
-    dst.copy_(src)
-    sync()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        dst.copy_(src)
-        calls += 1
-    sync()
-    return nbytes * calls / (time.perf_counter() - start)
+    return nbytes * calls_per_second(lambda: dst.copy_(src), sync, seconds)
 
 
 def figures(repeat: int, seconds: float):

@@ -180,10 +180,11 @@ def measure(args):
     return doc
 
 
-def remove_stale(directory, now=None):
-    """Remove what runs of this probe left in directory over STALE_S ago (stopped by SIGKILL, a node lost);
-    the names removed. Only this probe's own names; a run in progress is minutes old."""
-    removed, now = [], now or time.time()
+def remove_stale(directory, now):
+    """Remove what runs of this probe left in directory over STALE_S before `now` (the filesystem's clock;
+    stopped by SIGKILL, a node lost); the names removed. Only this probe's own names; a run in progress is
+    minutes old."""
+    removed = []
     try:
         names = [n for n in os.listdir(directory) if n.startswith(OURS)]
     except OSError:
