@@ -106,25 +106,121 @@ def _dcgm(name):
 
 
 def test_dcgm_diag_every_shape_read_a_failure_named_a_skip_never_ok_and_dcgm_s_own_errors_labelled():
-    from clustercheck.stages.device.dcgm import judge_dcgm, parse_diag
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.stages.device.dcgm_read import parse_diag
     passed = judge_dcgm("n1", {"level": 2, "output": _dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json")})
     assert [(f.status, f.summary.split(":")[0]) for f in passed] == [(Status.OK, "dcgmi diag -r 2 on n1")]
     [power, eud] = judge_dcgm("n2", {"level": 3, "output": _dcgm("diag-r3-text-3.3.9-4xa10g-targeted-power-fail.txt")})
     assert (power.status, power.nodes) == (Status.FAIL, ["n2"])
-    assert power.summary == "dcgmi diag -r 3: Targeted Power failed on n2, GPU 1"
+    assert power.summary == "dcgmi diag -r 3: Targeted Power failed on n2, GPU 1 (a hardware fault)"
     assert power.evidence[0].startswith("GPU 1 Max power of 224.1 did not reach desired power minimum")
+    assert "DCGM_FR_TARGET_POWER (63)" in power.evidence[-1] and "drain the node" in power.remedy
     assert eud.status is Status.UNKNOWN and "EUD Test" in eud.evidence[0]
     gated = judge_dcgm("n3", {"level": 2, "output": _dcgm("diag-r2-json-4.5.2-gb10-plugins-gated.json")})
-    assert {f.status for f in gated} == {Status.UNKNOWN} and any("skipped 2 test(s)" in f.summary for f in gated)
-    assert any("persistence mode is off" in f.summary for f in gated)
+    assert [f.status for f in gated] == [Status.WARN, Status.UNKNOWN]
+    assert "persistence mode is off" in gated[0].summary and "nvidia-smi -pm 1" in gated[0].remedy
+    assert "skipped 2 test(s)" in gated[1].summary
     internal = judge_dcgm("n4", {"level": 2, "output": _dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")})
-    assert internal[0].status is Status.UNKNOWN and "internal error of DCGM's test" in internal[0].summary
+    assert internal[0].status is Status.UNKNOWN and "DCGM's own error, not a verdict on the GPU" in internal[0].summary
     assert "couldn't be parsed" in internal[0].evidence[0] and "Restart DCGM" in internal[0].evidence[0]
-    assert len([r for r in parse_diag(_dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")) if r.gpus]) == 24
+    assert "DCGM_FR_INTERNAL (44)" in internal[0].evidence[-1]
+    assert len([r for r in parse_diag(_dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")).results if r.gpus]) == 24
     mig = judge_dcgm("n5", {"level": 1, "skipped": "MIG is enabled on GPU 0 (the diagnostic needs whole GPUs)"})
     assert mig[0].status is Status.UNKNOWN and "MIG" in mig[0].summary
     assert judge_dcgm("n6", None) == [] and judge_dcgm("n7", {"level": 1, "output": "garbage"})[0].status \
         is Status.UNKNOWN
+
+
+def test_dcgm_a_persistence_mode_error_row_is_a_setting_with_its_command_not_a_gpu_to_replace():
+    """Issue 35: the table's Error rows under a failed Deployment check were ignored, so persistence mode off on every
+    GPU read as a hardware FAIL with "replace the GPU"; DCGM 3.1.8 on 8 H200 (the message cut at ~1,000 characters)."""
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    [setting, passed] = judge_dcgm("n1", {"level": 1, "output": _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt")})
+    assert setting.status is Status.WARN and setting.nodes == ["n1"]
+    assert setting.summary == ("dcgmi diag -r 1: Persistence Mode failed on n1, GPU 0, 1, 2, 3, 4, 5 (a setting, not "
+                               "the hardware: persistence mode is off)")
+    assert setting.remedy.startswith("nvidia-smi -pm 1") and "replace" not in setting.remedy
+    assert setting.evidence[0].startswith("Persistence mode for GPU 0 is currently disabled. The DCGM diagnostic "
+                                          "requires peristence mode to be enabled.")
+    assert "(DCGM 3.1.8)" in passed.summary and passed.status is Status.OK
+
+
+def test_dcgm_each_failed_check_gets_the_remedy_of_its_kind():
+    """A cuInit failure on every GPU is the install (Fabric Manager, the driver), not eight GPUs to replace; DCGM 1.x
+    Deployment checks failed without messages take the kind of the check."""
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    [cuda, skipped] = judge_dcgm("n1", {"level": 3, "output": _dcgm("diag-r3-text-3.3.8-8xh100-cuinit-fail-nccl-tests-264.txt")})
+    assert cuda.status is Status.FAIL and "GPU 0, 1, 2, 3, 4, 5, 6, 7 (the driver / CUDA / DCGM install" in cuda.summary
+    assert "nvidia-fabricmanager" in cuda.remedy and "replace the GPU for this" in cuda.remedy
+    assert "skipped 3 test(s)" in skipped.summary
+    kinds = {f.summary.split(": ")[1].split(" failed")[0]: (f.status, f.remedy.split(" ")[0])
+             for f in judge_dcgm("n2", {"level": 1, "output": _dcgm("diag-r1-text-1.x-deployment-fail-deepops.txt")})
+             if f.status is not Status.OK}
+    assert kinds == {"Persistence Mode": (Status.WARN, "nvidia-smi"), "Environment Variables": (Status.WARN, "unset"),
+                     "Graphics Processes": (Status.WARN, "stop"), "Page Retirement": (Status.FAIL, "drain"),
+                     "Inforom": (Status.FAIL, "drain")}
+
+
+def test_dcgm_a_pending_row_remap_on_an_error_row_is_a_gpu_to_reset_named():
+    """No public table has a row-remap error; DCGM 3.x's Deployment check prints it as an Error row under
+    "Page Retirement/Row Remap" (dcgmi/Diag.cpp; message DCGM_FR_PENDING_ROW_REMAP_MSG of v3.2.6): the 3.1.8 recording
+    with that check failed and its Error row, the one change."""
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    text = _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt")
+    message = "GPU 3 has uncorrectable memory errors and row remappings are pending"
+    rows = [f"| {name:<25} | {message[i:i + 45]:<45}  |\n" for name, i in (("Error", 0), ("", 45))]
+    text = text.replace("| Page Retirement/Row Remap | Pass                                           |\n",
+                        "| Page Retirement/Row Remap | Fail                                           |\n" + "".join(rows))
+    [remap] = [f for f in judge_dcgm("n1", {"level": 1, "output": text}) if "Row Remap" in f.summary]
+    assert remap.status is Status.FAIL and remap.summary.endswith("failed on n1, GPU 3 (a GPU that needs a reset)")
+    assert "DCGM_FR_PENDING_ROW_REMAP (85)" in remap.evidence[-1] and "nvidia-smi -r" in remap.remedy
+
+
+def test_dcgm_json_of_3_3_names_the_gpu_and_keeps_the_nested_message():
+    """DCGM 3.3's Deployment results name their GPU as "gpu_id" (a number) and nest each message under "warnings"
+    (dcgmi/Diag.cpp at v3.3.9, HelperJsonAddLevelOneResults): the 3.x recording's Persistence Mode result written
+    that way, the one change."""
+    import json
+
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    doc = json.loads(_dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json"))
+    [test] = [t for c in doc["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"]
+              if t["name"] == "Persistence Mode"]
+    test["results"] = [{"gpu_id": 0, "status": "Fail", "warnings": [{
+        "warnings": "Persistence mode for GPU 0 is disabled. Enable persistence mode by running \"nvidia-smi -i "
+                    "<gpuId> -pm 1 \" as root.", "error_id": 29, "error_category": 8, "error_severity": 5}]}]
+    [setting, passed] = judge_dcgm("n1", {"level": 2, "output": json.dumps(doc)})
+    assert setting.summary.endswith("Persistence Mode failed on n1, GPU 0 (a setting, not the hardware: persistence "
+                                    "mode is off)")
+    assert setting.evidence[0].startswith("Persistence mode for GPU 0 is disabled") and setting.status is Status.WARN
+
+
+def test_dcgm_4_a_test_summary_that_failed_is_a_failure_and_a_runtime_error_is_said():
+    import json
+
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    doc = json.loads(_dcgm("diag-r2-json-4.5.2-gb10-plugins-allowed.json"))
+    [pcie] = [t for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "pcie"]
+    pcie["test_summary"]["status"] = "Fail"       # every GPU entry still Pass: the one change
+    failed = [f for f in judge_dcgm("n1", {"level": 2, "output": json.dumps(doc)}) if "pcie" in f.summary]
+    assert [(f.status, f.nodes) for f in failed] == [(Status.FAIL, ["n1"])]
+    # dcgmi's JSON when it cannot run (Diag::HelperDisplayFailureMessage): {NAME: {"version", "runtime_error"}}
+    error = {"DCGM Diagnostic": {"version": "4.5.2", "runtime_error": "Unable to connect to the host engine"}}
+    [said] = judge_dcgm("n2", {"level": 2, "output": json.dumps(error)})
+    assert said.status is Status.UNKNOWN and said.summary == ("dcgmi diag -r 2 (DCGM 4.5.2) could not run on n2: "
+                                                              "Unable to connect to the host engine")
+
+
+def test_dcgm_4_table_skips_are_counted_once_per_test():
+    """A 4.x table says a skip twice: the test's row and each GPU's. The B200 recording with its memory test skipped,
+    as 4.x prints a skip (the one change)."""
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    text = _dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")
+    head, _, tail = text.partition("| memory                    | Pass ")
+    memory, _, rest = tail.partition("+-----  Integration")
+    text = head + "| memory                    | Skip " + memory.replace(": Pass", ": Skip") + "+-----  Integration" + rest
+    [skipped] = [f for f in judge_dcgm("n1", {"level": 2, "output": text}) if "skipped" in f.summary]
+    assert "skipped 1 test(s) on n1" in skipped.summary and skipped.evidence == ["memory (GPU 0, 1, 2, 3, 4, 5, 6, 7)"]
 
 
 def _recorded(folder, name):
@@ -200,7 +296,7 @@ def test_dcgm_warnings_and_an_exit_without_a_failed_test_are_said():
     [pcie] = [t for c in doc["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "PCIe"]
     pcie["results"][0]["status"] = "Warn"       # the recording, with its PCIe result changed here to Warn
     warned = [f for f in judge_dcgm("n1", {"level": 2, "output": json.dumps(doc)}) if f.status is Status.WARN]
-    assert len(warned) == 1 and warned[0].evidence == ["PCIe: Warn"] and warned[0].nodes == ["n1"]
+    assert len(warned) == 1 and warned[0].evidence == ["PCIe: Warn, no message"] and warned[0].nodes == ["n1"]
     failed_run = judge_dcgm("n1", {"level": 1, "exit": 226, "output": "", "stderr": "Error: unable to connect"})
     assert {f.status for f in failed_run} == {Status.UNKNOWN}
     assert any("exited 226" in f.summary and f.evidence == ["Error: unable to connect"] for f in failed_run)
@@ -284,3 +380,43 @@ def test_an_fp8_matmul_that_fails_leaves_the_gpu_measured_in_every_other_dtype_a
     [unknown] = [f for f in judge_devices(facts([list(results.values())])) if f.check == "device.unmeasured"]
     assert unknown.status is Status.UNKNOWN and unknown.nodes == ["n1"]
     assert unknown.evidence[0].startswith("GPU 1 on n1 (00000000:19:00.0): torch._scaled_mm failed")
+
+
+def test_driver_610_nests_the_power_limits_and_the_why_keeps_its_watts():
+    """Issue 35: driver 610 moved the limits under "GPU Ceiling Power Limit"; 590 and 470 as they were."""
+    from clustercheck.onnode.gpusample import smi_q_samples
+    from clustercheck.stages.device.facts import Device
+    from clustercheck.stages.device.rules import why_slow
+    [new] = smi_q_samples(_recorded("nvidia-smi", "q-rtx2080super-driver-610-load.txt"))
+    assert (new["power_w"], new["power_limit_w"], new["sm_mhz"], new["pcie_gen"]) == (97.75, 250.0, 2070, 3)
+    assert "98 W of 250 W" in why_slow(Device("n1", 0, "cuda", "RTX 2080 SUPER", samples=[new]))
+    [h200] = smi_q_samples(_recorded("nvidia-smi", "q-h200-driver-590-load.txt"))
+    assert (h200["power_w"], h200["power_limit_w"]) == (625.24, 700.0)
+    [old] = smi_q_samples(_recorded("nvidia-smi", "q-gtx680-driver-470-gls.txt"))    # every power field N/A
+    assert "power_w" not in old and "power_limit_w" not in old and old["temperature_c"] == 35
+
+
+def test_nvbandwidth_v0_1_self_copy_diagonal_is_no_link():
+    """Issue 35: v0.1 prints 0.00 for a GPU to itself; no GPU is judged against itself."""
+    v01 = _recorded("nvbandwidth", "d2d-write-ce-8gpu-v0.1-readme.txt")
+    cluster = facts([[gpu(i) for i in range(8)] for _ in range(3)])
+    for doc in cluster.documents.values():
+        doc["nvbandwidth"] = v01
+    found = by_check(judge_devices(cluster))
+    assert "device.links" not in found
+    # 276 GB/s is below an H100's published 335: each GPU is said for its 7 peers, never for itself
+    lines = [line for line in found["device.expected"].evidence if "copies to GPU" in line]
+    assert len(lines) == 24 and all(line.count(",") == 6 for line in lines), lines[:2]
+    assert "copies to GPU 0, 1, 2, 4, 5, 6, 7 below" in lines[3]
+    assert cluster.peers_matrix("n1")[3][3] is None and cluster.peers_matrix("n1")[3][1] == 276.62e9
+
+
+def test_nvbandwidth_v0_2_is_read_and_an_output_that_cannot_be_read_is_unknown():
+    from clustercheck.stages.device.nvbandwidth import figures, version
+    v02 = _recorded("nvbandwidth", "all-8xh800-v0.2.txt")
+    assert version(v02) == "v0.2" and figures(v02)["h2d"][0] == 55.28 and figures(v02)["peers"][0][1] == 172.16
+    cluster = facts([[gpu(i) for i in range(8)] for _ in range(2)])
+    cluster.documents["n2"]["nvbandwidth"] = v02.split("Running host_to_device")[0] + "ERROR: cudaErrorNoDevice\n"
+    unread = [f for f in judge_devices(cluster) if f.check == "device.unmeasured"]
+    assert [(f.status, f.nodes) for f in unread] == [(Status.UNKNOWN, ["n2"])]
+    assert "nvbandwidth v0.2 on n2: its output could not be read" in unread[0].summary

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_UNKNOWN, InputError
-from clustercheck.core.inventory import parse_inventory
+from clustercheck.core.inventory import host_name_problem, parse_inventory
 from clustercheck.core.thresholds import parse_config
 from clustercheck.onnode import dsconfig
 from tests.conftest import clustercheck
@@ -183,6 +183,49 @@ def test_a_crash_is_exit_3_with_one_line_and_the_traceback_in_a_file(monkeypatch
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.parametrize("line, words", [
+    ("gpu01:", ["nodes.txt:2", "empty port", "'gpu01:'"]),
+    ("a" * 100_000, ["nodes.txt:2", "100,000 characters"]),
+    ("node..1", ["nodes.txt:2", "empty label", "'node..1'"]),
+    ("n" * 64 + ".cluster", ["nodes.txt:2", "at most 63 characters"]),
+    ("-gpu01", ["nodes.txt:2", "cannot start or end with '-'"]),
+])
+def test_a_nodes_file_line_that_is_no_host_is_refused_before_any_node(files, line, words):
+    """Issue 35: "host:" and a 100,000-character line were taken as host names and tried over SSH."""
+    path = files("nodes.txt", "gpu02\n" + line + "\n")
+    started = time.monotonic()
+    refused(clustercheck("env", path), *words)
+    assert time.monotonic() - started < 20
+
+
+def test_a_model_config_that_is_binary_is_bad_input_naming_the_file(files, tmp_path):
+    """Issue 35: a --model directory whose config.json is binary was an internal error (exit 3, traceback file)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_bytes(b'{"hidden_size": \x00\x9f\x92\x96}')
+    for command in (["plan", "--model", str(model)], ["storage", "--model", str(model)]):
+        refused(clustercheck(*command), str(model / "config.json"), "not a text file")
+    (model / "config.json").write_bytes(b'{"hidden_size": "\xff\xfe"}')
+    refused(clustercheck("plan", "--model", str(model)), "not UTF-8")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["bench", "--stall-window", "90"], ["--stall-window", "--op-timeout (60 s)", "'90'"]),
+    (["bench", "--stall-window", "50", "--op-timeout", "120", "--timeout", "40"], ["--timeout (40 s)"]),
+    (["smoke", "--stall-window", "700"], ["--stall-window", "--timeout (600 s)", "'700'"]),
+])
+def test_a_stall_window_that_could_never_be_seen_is_refused(args, words):
+    """Issue 35: --stall-window longer than --op-timeout was accepted: the stall could never be seen."""
+    refused(clustercheck(*args), *words)
+
+
+def test_a_stall_window_left_to_its_default_fits_under_a_short_deadline():
+    from clustercheck.stages.bench.options import BenchOptions
+    from clustercheck.stages.smoke.options import SmokeOptions
+    assert (BenchOptions().stall_s, BenchOptions(op_timeout_s=30).stall_s) == (45.0, 22.5)
+    assert (SmokeOptions().stall_s, SmokeOptions(timeout_s=100).stall_s) == (120.0, 75.0)
+
+
 # ---- fuzzing the readers: an answer or InputError / ConfigError, never anything else ------------------
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LINE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)
@@ -200,6 +243,7 @@ def test_the_inventory_reader_answers_or_says_what_is_wrong(lines):
         assert str(exc).startswith("fuzz.txt")
         return
     assert nodes and len({n.name for n in nodes}) == len(nodes)
+    assert all(host_name_problem(n.address) == "" for n in nodes), [n.address for n in nodes]
 
 
 TOML = st.recursive(st.one_of(st.integers(-2**70, 2**70), st.floats(), st.text(max_size=8), st.booleans()),

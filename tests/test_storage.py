@@ -318,3 +318,27 @@ def test_the_watch_names_a_stuck_writer_but_not_one_whose_io_moves(monkeypatch):
     [spell] = watch.finish(alive={0, 1})
     assert spell["slot"] == 0 and spell["still"] and spell["seconds"] >= 4.9
     assert spell["wchan"] == "request_wait_answer" and spell["stack"] == ["request_wait_answer [fuse]"]
+
+
+def test_a_nearly_full_node_is_named_for_space_alone_not_as_a_slow_client():
+    """Issue 35: the probe writes at most a tenth of the free space, so a nearly full node moved 4 MB where the
+    others moved 256 MB; its read-back rate from 4 MB in a few ms is no figure to compare."""
+    docs = [node_doc(mount=EXT4) for _ in range(3)]
+    docs[1] = node_doc(mount=EXT4, free=60 * 10 ** 6)
+    for slot in docs[1]["slot_results"]:
+        slot.update(write_bytes=2 * 2 ** 20, write_s=0.02, read_bytes=2 * 2 ** 20, read_s=0.027)
+    found = judge_storage(storage_facts(docs))
+    named = [(f.check, f.status) for f in found if "n2" in f.nodes]
+    assert named == [("storage.space", Status.FAIL)], named
+    assert not any("slow storage client" in f.summary for f in found)
+
+
+def test_a_node_that_measured_too_little_without_a_known_reason_is_said_not_judged():
+    docs = [node_doc() for _ in range(3)]
+    for slot in docs[2]["slot_results"]:
+        slot.update(read_bytes=4 * 2 ** 20, read_s=0.03)
+    found = judge_storage(storage_facts(docs))
+    read = [f for f in found if f.check == "storage.read"]
+    assert [(f.status, f.nodes) for f in read] == [(Status.UNKNOWN, ["n3"])]
+    assert "measured too little to judge reading back on n3" in read[0].summary
+    assert by_check(found)["storage.estimate"].status is Status.UNKNOWN

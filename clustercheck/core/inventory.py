@@ -20,6 +20,7 @@ line's defaults (``--user``, ``--port``, ``--python``).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import sys
@@ -29,11 +30,14 @@ from typing import Dict, Iterable, List, Optional
 import hostlist
 
 from clustercheck.core.errors import InputError
+from clustercheck.core.inputs import read_text_file
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "localhost.localdomain"})
 KNOWN_KEYS = ("slots", "max_slots", "python", "ifname", "user", "port")
 MPICH_SLOTS_BELOW = 1024   # host:N with N below this is an MPICH machinefile's slot count (N=22 is SSH's port)
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-\[\],:]+$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_\-]{0,61}[A-Za-z0-9_])?$")
+HOST_NAME_MAX = 253   # RFC 1123: a name of at most 253 characters, in labels of 1 to 63
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
 
 
@@ -82,6 +86,40 @@ def _parse_slots(text: str, source: str, line: int) -> int:
     return int(text)
 
 
+def host_name_problem(name: str) -> str:
+    """Why `name` cannot be a host to reach ("" when it can): an IPv4 or IPv6 address, or a DNS name of
+    labels of 1 to 63 letters, digits, '-' and '_' (Slurm and container names use '_'), at most 253 in all.
+    The one check of a host name, wherever names are read (inventory files, Slurm lists, reports)."""
+    if not name:
+        return "empty host name"
+    if len(name) > HOST_NAME_MAX:
+        return f"a host name has at most {HOST_NAME_MAX} characters, this one {len(name):,}"
+    try:
+        ipaddress.ip_address(name)
+        return ""
+    except ValueError:
+        pass
+    labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
+    bad = next((label for label in labels if not _LABEL_RE.match(label)), None)
+    if bad is None:
+        return ""
+    if not bad:
+        return "not a host name: an empty label (two dots, or a dot first)"
+    if len(bad) > 63:
+        return f"not a host name: a label has at most 63 characters, {bad[:20]}... has {len(bad)}"
+    odd = sorted(set(re.sub(r"[A-Za-z0-9_-]", "", bad)))
+    if odd:
+        return f"not a host name: {bad[:40]!r} holds {' '.join(map(repr, odd))}"
+    return f"not a host name: a label cannot start or end with '-' ({bad!r})"
+
+
+def check_host_name(name: str, source: str = "", line: int = 0) -> str:
+    problem = host_name_problem(name)
+    if problem:
+        raise InputError(problem, source, line, name if len(name) <= 80 else name[:80] + "...")
+    return name
+
+
 def _outside_brackets(pattern: str) -> str:
     return re.sub(r"\[[^\]]*\]", "", pattern)
 
@@ -94,6 +132,9 @@ def expand_hosts(pattern: str, source: str = "", line: int = 0, is_list: bool = 
                          "(a range's commas go inside brackets: gpu[01,03])", source, line, pattern)
     if pattern.isdigit():
         raise InputError("not a host name: a bare number (a CSV's index column?)", source, line, pattern)
+    if len(pattern) > 4096:
+        raise InputError(f"not a host name or host range: {len(pattern):,} characters", source, line,
+                         pattern[:80] + "...")
     if not _HOST_RE.match(pattern):
         raise InputError("not a host name or host range", source, line, pattern)
     try:
@@ -102,6 +143,8 @@ def expand_hosts(pattern: str, source: str = "", line: int = 0, is_list: bool = 
         raise InputError(f"bad host range ({exc})", source, line, pattern) from None
     if not names:
         raise InputError("host range expands to no hosts", source, line, pattern)
+    for name in names:
+        check_host_name(name, source, line)
     return names
 
 
@@ -118,6 +161,8 @@ def _split_target(target: str, source: str, line: int):
         host, _, number = target.rpartition(":")
         if ":" in host:  # a bare IPv6 address: no port syntax supported
             host, number = target, ""
+        if not number and ":" not in host:
+            raise InputError("empty port after ':' (write host, or host:PORT)", source, line, target)
         if number:
             if number.isdigit() and 0 < int(number) < MPICH_SLOTS_BELOW and int(number) != 22 and user is None:
                 slots = int(number)   # MPICH / Intel MPI machinefile: host:ranks (never with user@)
@@ -212,17 +257,7 @@ def apply_defaults(node: Node, defaults: Defaults) -> Node:
 
 
 def read_inventory(path: str, defaults: Defaults = Defaults()) -> List[Node]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise InputError("no such inventory file", path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not an inventory file", path) from None
-    except UnicodeDecodeError:
-        raise InputError("not a text file", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", path) from None
+    text = read_text_file(path, "inventory file")
     return parse_inventory(text, path, defaults)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, fields
 from typing import Dict, List, Optional
 
 from clustercheck.core.errors import InputError
+from clustercheck.core.inputs import read_text_file
 from clustercheck.onnode.env_probe import PACKAGES
 
 LARGEST = 1e12   # no threshold a user means is larger; beyond it comparisons mean nothing
@@ -132,14 +133,7 @@ def load_config(path: Optional[str]) -> Config:
         if not os.path.exists(DEFAULT_FILE):
             return Config()
         path = DEFAULT_FILE
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise InputError(f"cannot read the config file ({exc.strerror})", path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a text file (UTF-8 TOML): byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}",
-                         path) from None
+    text = read_text_file(path, "thresholds file (UTF-8 TOML)")
     return parse_config(text, path)
 
 

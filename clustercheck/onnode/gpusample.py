@@ -53,6 +53,7 @@ class Sampler(threading.Thread):
 
 
 REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons")
+POWER_SECTIONS = ("GPU Power Readings", "Power Readings")     # before driver 530: "Power Readings"
 
 
 def smi_q_pcis(text):
@@ -94,7 +95,9 @@ def _smi_field(sample, section, key, value):
         sample["pcie_width_max" if key == "Max" else "pcie_width"] = int(number)
     elif section[-1:] in (["Clocks"], ["Max Clocks"]) and key == "SM" and number is not None:
         sample["sm_mhz" if section[-1] == "Clocks" else "max_sm_mhz"] = int(number)
-    elif section[-1:] in (["GPU Power Readings"], ["Power Readings"]) and number is not None:
+    elif any(s in POWER_SECTIONS for s in section) and number is not None:
+        # the GPU's own readings, however deep the driver nests them (610: the limits under "GPU Ceiling Power
+        # Limit"); "GPU Memory" and "Module Power Readings" (Grace boards: GPU, CPU and memory) are other things
         if key == "Instantaneous Power Draw":      # driver 570 and later: instantaneous and average apart
             sample["power_w"] = number
         elif key in ("Power Draw", "Average Power Draw"):

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from clustercheck.core.errors import InputError
+from clustercheck.core.inputs import read_text_file
 
 NF4_BYTES = 4.127 / 8          # QLoRA, section 3: 4-bit NF4 + 0.127 bits of double-quantised constants
 OFFLOAD_BUFFER = 1.5           # DeepSpeed's additional_buffer_factor for host memory
@@ -133,13 +134,9 @@ def read_config(path: str) -> Shape:
     """A Hugging Face config.json (or the model directory holding it): Llama-style or GPT-2-style keys."""
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise InputError("the model directory has no config.json", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read the model's config ({exc})", path) from None
+    if not os.path.exists(path) and os.path.basename(path) == "config.json":
+        raise InputError("the model directory has no config.json", path)
+    text = read_text_file(path, "model config (config.json)", max_bytes=64 * 2 ** 20)
     return parse_config(text, path)
 
 

@@ -90,6 +90,25 @@ def deadline_option(default: float, what: str, minimum: float = 1.0) -> Any:
     return opt("--timeout", default=default, type=FiniteRange(minimum), help=f"Deadline in seconds {what}.")
 
 
+def stall_window_option(default: float, what: str, deadline_flags: str) -> Any:
+    """--stall-window: how long without progress is a hang; None until resolved by resolve_stall_window."""
+    return opt("--stall-window", type=FiniteRange(5),
+               help=f"{what} Default: {default:g} s, or three quarters of {deadline_flags} where that is shorter; "
+                    f"given, it must be below {deadline_flags}.")
+
+
+def resolve_stall_window(given: Optional[float], default: float, deadlines: Dict[str, float]) -> float:
+    """The stall window to use: the default fitted under the shortest deadline, or the given one, which must be
+    below every deadline (a window at or past the deadline could never see the stall: the run ends first)."""
+    flag, shortest = min(deadlines.items(), key=lambda item: item[1])
+    if given is None:
+        return min(default, 0.75 * shortest)
+    if given >= shortest:
+        raise InputError(f"--stall-window must be below {flag} ({shortest:g} s): a stall could never be seen before "
+                         f"{flag} ends it", "command line", value=f"{given:g}")
+    return given
+
+
 def click_options(cls: Type, exclude: Tuple[str, ...] = ()) -> Callable:
     """A decorator adding one click option (or the argument) per flagged field of cls, in field order."""
     def decorate(func):

@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 import click
 
 from clustercheck.core.errors import InputError
-from clustercheck.runner.options import FiniteRange, deadline_option, opt, rdzv_port_option
+from clustercheck.runner.options import (FiniteRange, deadline_option, opt, rdzv_port_option, resolve_stall_window,
+                                         stall_window_option)
 from clustercheck.stages.bench.table import COLLECTIVES
 
 PAIR_MODES = ["auto", "adaptive", "full", "off"]
@@ -86,10 +87,9 @@ class BenchOptions:
                      help="NCCL_ALGO=Ring: measure the fabric, not NVLS/tree shortcuts.")
     rdzv_port: int = rdzv_port_option()
     timeout_s: float = deadline_option(600.0, "for each launch (start, rendezvous, sweep)", minimum=5)
-    stall_s: float = opt("--stall-window", default=45.0, type=FiniteRange(5),
-                         help="Once results come, this long without one (or 3x the longest gap seen) is a hang: "
-                              "every rank's stack is taken and the odd ranks named before the run is stopped. Keep "
-                              "it below --op-timeout, which ends a stuck collective.")
+    stall_s: Optional[float] = stall_window_option(
+        45.0, "Once results come, this long without one (or 3x the longest gap seen) is a hang: every rank's stack "
+              "is taken and the odd ranks named before the run is stopped.", "--op-timeout and --timeout")
     op_timeout_s: float = opt("--op-timeout", default=60.0, type=FiniteRange(1),
                               help="Deadline for one collective inside torch.distributed.")
     pairwise: str = opt("--pairwise", default="auto", type=click.Choice(PAIR_MODES), is_flag=False,
@@ -120,6 +120,8 @@ class BenchOptions:
                                      help="Thresholds file ([bench] expected_busbw, expected_fraction).")
 
     def __post_init__(self):
+        self.stall_s = resolve_stall_window(self.stall_s, 45.0, {"--op-timeout": self.op_timeout_s,
+                                                                 "--timeout": self.timeout_s})
         if self.baseline_collective and not self.baseline:
             raise InputError("--baseline-collective names the collective of a --baseline file; no --baseline was given",
                              "command line", value=self.baseline_collective)

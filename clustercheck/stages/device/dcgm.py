@@ -1,132 +1,118 @@
-"""NVIDIA DCGM's diagnostic (`dcgmi diag -r 1|2|3`), read and judged per GPU.
+"""NVIDIA DCGM's diagnostic (`dcgmi diag -r 1|2|3`), judged per test and GPU, with the remedy its cause calls for.
 
-Read from its JSON (`-j`: DCGM 3.x writes "DCGM GPU Diagnostic" with per-GPU `gpu_ids`, 4.x writes
-"DCGM Diagnostic" with per-entity `entity_id`) or from the table it prints without `-j`. A test that
-failed names its GPUs; a test that was skipped is UNKNOWN, never OK (DCGM skips what it may not
-run: the memory and PCIe plugins on some parts, EUD where it is not installed); what DCGM itself
-reports as an internal error of a test is said as such, not as a fault of the GPU. Judging only.
+The output is read by dcgm_read.py (any DCGM version, JSON or table). A failed test's messages are classified by
+their DCGM_FR code (the JSON's `error_id`, else the message matched against each code's wording,
+dcgm_codes.py), and the code's category and severity say what kind of problem it is:
+- a setting (persistence mode off, a CUDA variable, graphics processes, a low power limit): WARN, its command;
+- the install (a library, the driver, permissions, Fabric Manager): FAIL, fix the install, not the GPU;
+- a GPU to reset (pending row remap or page retirement): FAIL, reset it, drain it if it comes back;
+- hardware (isolate or triage): FAIL, drain the node and have the GPU looked at;
+- DCGM's own error (internal, its host engine): UNKNOWN, never a verdict on the GPU.
+A message with no known code takes the kind of the test it failed (DCGM's Deployment checks by name, the rest
+hardware). A skipped or not-run test is UNKNOWN, counted once whatever rows said it; a test whose summary
+failed while its GPUs passed is failed. An output with nothing readable is UNKNOWN with DCGM's version and why.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.result import Finding, Status
+from clustercheck.stages.device.dcgm_codes import BY_ID, CODES, Code
+from clustercheck.stages.device.dcgm_read import Diag, DiagResult, Message, parse_diag
 
-# Known results that are not a verdict on the GPU: (pattern of the test or its warning, label).
-NOT_THE_GPU = [
-    (re.compile(r"internal error during the test", re.I), "an internal error of DCGM's test (NVIDIA/DCGM#253), "
-                                                          "not a verdict on the GPU"),
-    (re.compile(r"Persistence mode .* is disabled", re.I), "a setting, not a fault: persistence mode is off "
-                                                           "(nvidia-smi -pm 1)"),
-]
-SKIPPED_BECAUSE = [
-    (re.compile(r"^EUD", re.I), "EUD (the extended utility diagnostics) is not installed or not enabled"),
-]
-
-
-@dataclass
-class DiagResult:
-    test: str
-    category: str
-    status: str                          # Pass, Fail, Skip, Warn
-    gpus: Optional[List[int]] = None     # None: the whole node (or every GPU)
-    warnings: List[str] = field(default_factory=list)
-
-
-def parse_diag(text: str) -> List[DiagResult]:
-    """dcgmi diag's results, from its JSON or its table; [] when the text is neither."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return _from_table(text)
-    body = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic") or {} if isinstance(doc, dict) else {}
-    found = []
-    for category in body.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            for result in test.get("results") or []:
-                gpus = _gpus_of(result)
-                warnings = [w.get("warning", "") if isinstance(w, dict) else str(w)
-                            for w in result.get("warnings") or []]
-                found.append(DiagResult(test.get("name", "?"), category.get("category", ""),
-                                        str(result.get("status", "?")).strip(), gpus, warnings))
-    return found
-
-
-def _gpus_of(result: Dict) -> Optional[List[int]]:
-    if "entity_id" in result and result.get("entity_group", "GPU") == "GPU":
-        return [int(result["entity_id"])]
-    ids = str(result.get("gpu_ids", "")).strip()
-    return [int(i) for i in re.findall(r"\d+", ids)] if ids else None
+# kind -> (status, what it is, remedy)
+KINDS: Dict[str, Tuple[Status, str, str]] = {
+    "setting": (Status.WARN, "a setting, not the hardware", "change the setting (below); the GPU is not at fault"),
+    "install": (Status.FAIL, "the driver / CUDA / DCGM install, not the GPU",
+                "fix the install on that node (driver and CUDA libraries, permissions, nvidia-fabricmanager where "
+                "NVSwitches are), then rerun dcgmi diag; do not replace the GPU for this"),
+    "reset": (Status.FAIL, "a GPU that needs a reset",
+              "drain the node, reset the GPU (nvidia-smi -r -i <gpu>) or reboot, and rerun dcgmi diag -r 3; if it "
+              "comes back, have the GPU replaced"),
+    "hardware": (Status.FAIL, "a hardware fault",
+                 "drain the node, rerun dcgmi diag -r 3 and read dmesg (Xid); have the GPU replaced if it fails again"),
+    "monitor": (Status.WARN, "usable, to be watched", "the GPU can train; watch it (dcgmi diag -r 3 at the next drain)"),
+    "dcgm": (Status.UNKNOWN, "DCGM's own error, not a verdict on the GPU",
+             "rerun dcgmi diag; check nv-hostengine (systemctl status nvidia-dcgm) and DCGM's log"),
+}
+# A code whose fix is a setting: what it is and the command (DCGM's severity CONFIG, "can be configured").
+SETTINGS: Dict[int, Tuple[str, str]] = {
+    29: ("persistence mode is off", "nvidia-smi -pm 1 on every GPU as root (or enable nvidia-persistenced at boot)"),
+    28: ("a CUDA environment variable that limits performance is set",
+         "unset the variable DCGM names (CUDA_LAUNCH_BLOCKING, CUDA_DEVICE_MAX_CONNECTIONS ...) for DCGM and jobs"),
+    25: ("processes with graphics contexts run on the GPUs", "stop them (nvidia-smi lists them): no display server "
+                                                             "on a training node"),
+    72: ("the enforced power limit is too low", "restore the default limit: nvidia-smi -pl <W> (nvidia-smi -q -d POWER "
+                                                "shows the default)"),
+    61: ("an ECC mode change is pending", "reboot the node (or reset the GPU) to apply it"),
+    74: ("the GPU runs in a low double-precision operating mode", "nvidia-smi --gom=0 and a reboot"),
+    55: ("ECC is off", "nvidia-smi -e 1 and a reboot, if the GPU should run with ECC"),
+}
+# DCGM's Deployment checks by the names its table and JSON give them (2.x-3.x; in 4.x they are the `software`
+# test, and their name prefixes the message): the kind a failure without a known code takes.
+TEST_KINDS: Dict[str, str] = {
+    "denylist": "install", "blacklist": "install", "nvml library": "install", "cuda main library": "install",
+    "cuda toolkit library": "install", "cuda toolkit libraries": "install", "permissions and os blocks": "install",
+    "persistence mode": "setting", "environment variables": "setting", "environmental variables": "setting",
+    "graphics processes": "setting", "page retirement": "reset", "page retirement/row remap": "reset",
+    "inforom": "hardware", "fabric manager": "install", "software": "install",
+}
+TEST_SETTING_CODES = {"persistence mode": 29, "environment variables": 28, "environmental variables": 28,
+                      "graphics processes": 25}
+NOT_PASSED = ("Skip", "Not Run")
 
 
-def _from_table(text: str) -> List[DiagResult]:
-    """The table dcgmi diag prints: "| Targeted Power | Pass - GPUs: 0, 2, 3 |", "|  | Fail - GPU: 1 |",
-    "| memory | Pass |" then "|  | GPU3: Fail |", and "| Warning | ... |" lines wrapped over several rows."""
-    found: List[DiagResult] = []
-    category, test, warning = "", "", None
-    for line in text.splitlines():
-        section = re.match(r"^[|+]-+\s+(\w[\w ]*?)\s+-+[+|]", line)
-        if section:
-            category, warning = section.group(1), None
-            continue
-        cells = re.match(r"^\|(.*?)\|(.*)\|$", line)
-        if not cells or category in ("", "Metadata") or line.startswith("+="):
-            continue
-        name, value = cells.group(1).strip(), cells.group(2)[1:]
-        if name in ("Warning", "Info") or (not name and warning is not None and not _status_of(value)):
-            if name == "Warning":
-                warning = value
-                if found:
-                    found[-1].warnings.append(warning)
-            elif name == "Info":
-                warning = None
-            elif found and found[-1].warnings:   # a warning wrapped over rows: joined once it is whole
-                found[-1].warnings[-1] += "\0" + value
-            continue
-        if name:
-            test, warning = name, None
-        status = _status_of(value)
-        if status and test:
-            found.append(DiagResult(test, category, status[0], status[1]))
-    for result in found:
-        result.warnings = [_unwrap(w.split("\0")) for w in result.warnings]
-    return _per_gpu_or_summary(found)
+def kind_of_code(code: Code) -> str:
+    if code.id in SETTINGS:
+        return "setting"
+    if code.category in ("INTERNAL_OTHER", "NONE"):
+        return "dcgm"
+    if code.category in ("SOFTWARE_CUDA", "SOFTWARE_LIBRARY", "SOFTWARE_CONFIG") or code.severity == "CONFIG":
+        return "install"
+    if code.severity == "RESET":
+        return "reset"
+    if code.severity == "MONITOR":
+        return "monitor"
+    return "hardware" if code.category.startswith(("HARDWARE", "PERF", "SOFTWARE_XID")) or \
+        code.severity == "ISOLATE" else "install"
 
 
-def _unwrap(rows: List[str]) -> str:
-    """A cell's text from the rows it was wrapped over: a row filled to the cell's width was cut mid-text
-    (joined as is), a shorter one at a space (joined with one)."""
-    text = rows[0].rstrip()
-    for before, row in zip(rows, rows[1:]):
-        full = len(before.rstrip()) >= len(before) - 2     # the last two columns are the cell's padding
-        text += ("" if full or row.startswith(" ") else " ") + row.rstrip()
-    return re.sub(r" {2,}", " ", text).strip()
+def _words(text: str) -> List[str]:
+    return re.findall(r"[a-z]+", text.lower())
 
 
-def _status_of(value: str):
-    """("Fail", [1]) from "Fail - GPU: 1", ("Pass", None) from "Pass - All" or "Pass", ("Pass", [3]) from
-    "GPU3: Pass"."""
-    match = re.match(r"^\s*(Pass|Fail|Skip|Warn)\b(?:\s*-\s*(All|GPUs?:\s*([\d,\s]+)))?\s*$", value)
-    if match:
-        return match.group(1), ([int(i) for i in re.findall(r"\d+", match.group(3))] if match.group(3) else None)
-    match = re.match(r"^\s*GPU(\d+):\s*(Pass|Fail|Skip|Warn)\s*$", value)
-    return (match.group(2), [int(match.group(1))]) if match else None
+def _pattern_words(message: str) -> List[str]:
+    return _words(re.sub(r"%[-#+ 0-9.]*(?:hh|h|ll|l|z)?[a-zA-Z]", " ", message))
 
 
-def _per_gpu_or_summary(found: List[DiagResult]) -> List[DiagResult]:
-    """Where a test has per-GPU rows, its summary row is dropped when it says Pass ("| memory | Pass |");
-    a summary Fail or Skip stays: the test as a whole did not pass, whatever each GPU's row says."""
-    per_gpu = {r.test for r in found if r.gpus}
-    return [r for r in found if not (r.gpus is None and r.test in per_gpu and r.status == "Pass")]
+_KNOWN = [(code, _pattern_words(m)) for code in CODES for m in code.messages]
+_KNOWN = [(code, words) for code, words in _KNOWN if len(words) >= 4]
 
 
-def _label(result: DiagResult, table) -> str:
-    text = " ".join([result.test] + result.warnings)
-    return next((label for pattern, label in table if pattern.search(text)), "")
+def code_of(message: Message) -> Optional[Code]:
+    """The DCGM_FR code a message carries: its error_id, else the code whose wording it follows (every word of
+    the code's first sentence, in order, among the message's first words: dcgmi cuts long cells)."""
+    if message.code is not None and message.code in BY_ID and message.code != 0:
+        return BY_ID[message.code]
+    words = _words(message.text)[:40]       # 4.x prefixes the check: "Persistence Mode: Persistence mode for ..."
+    best, best_len = None, 0
+    for code, wanted in _KNOWN:
+        position = 0
+        for word in wanted:
+            try:
+                position = words.index(word, position) + 1
+            except ValueError:
+                break
+        else:
+            if len(wanted) > best_len:
+                best, best_len = code, len(wanted)
+    return best
+
+
+def gpus_named(text: str) -> List[int]:
+    return sorted({int(g) for g in re.findall(r"\bGPU\s*(\d+)\b", text)})
 
 
 def judge_dcgm(node: str, answer: Optional[Dict]) -> List[Finding]:
@@ -146,37 +132,92 @@ def judge_dcgm(node: str, answer: Optional[Dict]) -> List[Finding]:
     return found
 
 
-def judge_diag(node: str, results: List[DiagResult], level: int) -> List[Finding]:
-    """One finding per failed test (its GPUs named), one for what was skipped, one OK for what passed."""
-    if not results:
-        return [Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} on {node}: no result could be read",
+def by_test(results: List[DiagResult]) -> Dict[str, List[DiagResult]]:
+    tests: Dict[str, List[DiagResult]] = {}
+    for result in results:
+        tests.setdefault(result.test, []).append(result)
+    return tests
+
+
+def judge_diag(node: str, diag: Diag, level: int) -> List[Finding]:
+    """One finding per kind of problem of each failed test (its GPUs named), one for what was skipped, one OK for
+    what passed."""
+    which = f"dcgmi diag -r {level}" + (f" (DCGM {diag.version})" if diag.version else "")
+    if diag.runtime_error:
+        return [Finding("device.dcgm", Status.UNKNOWN, f"{which} could not run on {node}: {diag.runtime_error}", [],
+                        KINDS["dcgm"][2], [node])]
+    if not diag.results:
+        why = "no test result in its JSON" if diag.form == "json" else "neither its JSON nor its table"
+        return [Finding("device.dcgm", Status.UNKNOWN, f"{which} on {node}: its output could not be read ({why})",
                         [], "run `dcgmi diag -r 1` on the node by hand", [node])]
-    findings = []
-    for result in [r for r in results if r.status == "Fail"]:
-        gpus = f", GPU {', '.join(map(str, result.gpus))}" if result.gpus else ""
-        label = _label(result, NOT_THE_GPU)
-        findings.append(Finding("device.dcgm", Status.UNKNOWN if label else Status.FAIL,
-                                f"dcgmi diag -r {level}: {result.test} failed on {node}{gpus}"
-                                + (f" ({label})" if label else ""), result.warnings[:3] or [result.category],
-                                "rerun dcgmi diag -r 3 on that node; a failed hardware test: drain it and replace "
-                                "the GPU" if not label else "fix the setting or rerun; not a hardware verdict", [node]))
-    odd = [r for r in results if r.status not in ("Pass", "Fail", "Skip")]
-    if odd:
-        findings.append(Finding("device.dcgm", Status.WARN if all(r.status == "Warn" for r in odd) else Status.UNKNOWN,
-                                f"dcgmi diag -r {level} on {node}: {len(odd)} test(s) neither passed nor failed",
-                                [f"{r.test}: {r.status}" + (f": {r.warnings[0]}" if r.warnings else "") for r in odd],
-                                "read DCGM's warning; rerun dcgmi diag -r 3 on that node", [node]))
-    skipped = [r for r in results if r.status == "Skip"]
+    findings, skipped, passed = [], [], []
+    for test, results in by_test(diag.results).items():
+        statuses = {r.status for r in results}
+        if statuses & {"Fail", "Warn"}:
+            findings += failed_test(node, level, test, results)
+        elif statuses & set(NOT_PASSED):
+            skipped.append((test, sorted({g for r in results if r.status in NOT_PASSED for g in r.gpus or []})))
+        elif statuses == {"Pass"}:
+            passed.append(test)
+        else:
+            findings.append(Finding("device.dcgm", Status.UNKNOWN, f"{which} on {node}: {test} ended "
+                                                                   f"{'/'.join(sorted(statuses))}, not a result "
+                                                                   f"clustercheck knows", [],
+                                    "read dcgmi diag's output on that node", [node]))
     if skipped:
-        findings.append(Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} skipped "
-                                                               f"{len(skipped)} test(s) on {node}",
-                                [f"{r.test}" + (f": {_label(r, SKIPPED_BECAUSE)}" if _label(r, SKIPPED_BECAUSE)
-                                                else "") for r in skipped],
+        findings.append(Finding("device.dcgm", Status.UNKNOWN, f"{which} skipped {len(skipped)} test(s) on {node}",
+                                [test + (f" (GPU {', '.join(map(str, gpus))})" if gpus else "")
+                                 + (": EUD (the extended utility diagnostics) is not installed or not enabled"
+                                    if re.match(r"^(cpu[ _])?eud", test, re.I) else "") for test, gpus in skipped],
                                 "a skipped test is not a pass: enable it (dcgmi diag -p <plugin>.is_allowed=true) "
                                 "or check it another way", [node]))
-    passed = sorted({r.test for r in results if r.status == "Pass"})
     if passed and not any(f.status is Status.FAIL for f in findings):
-        findings.append(Finding("device.dcgm", Status.OK, f"dcgmi diag -r {level} on {node}: {len(passed)} test(s) "
-                                                          f"passed ({', '.join(passed[:6])}"
-                                                          f"{', ...' if len(passed) > 6 else ''})"))
+        findings.append(Finding("device.dcgm", Status.OK, f"{which} on {node}: {len(passed)} test(s) passed "
+                                                          f"({', '.join(passed[:6])}{', ...' if len(passed) > 6 else ''})"))
     return findings
+
+
+def failed_test(node: str, level: int, test: str, results: List[DiagResult]) -> List[Finding]:
+    """A test that failed (or warned): its messages grouped by the kind of their cause, one finding each."""
+    warned_only = not any(r.status == "Fail" for r in results)
+    messages = [m for r in results if r.status in ("Fail", "Warn") for m in r.messages if m.kind != "info"]
+    if not messages:       # the reason sits on another row of the test (a 4.x summary row, a per-GPU row)
+        messages = [m for r in results for m in r.messages if m.kind != "info"]
+    failed_gpus = sorted({g for r in results if r.status in ("Fail", "Warn") for g in r.gpus or []})
+    groups: Dict[str, List[Tuple[Message, Optional[Code]]]] = {}
+    for message in _unique(messages):
+        code = code_of(message)
+        groups.setdefault(kind_of_code(code) if code else TEST_KINDS.get(test.lower(), "hardware"), []).append(
+            (message, code))
+    if not groups:
+        code = BY_ID.get(TEST_SETTING_CODES.get(test.lower(), -1))
+        groups[TEST_KINDS.get(test.lower(), "hardware")] = [(Message(""), code)]
+    findings = []
+    for kind, said in groups.items():
+        if kind == "monitor" and not warned_only:
+            kind = "hardware"     # DCGM failed the test on it: not merely to be watched
+        status, what, remedy = KINDS[kind]
+        if warned_only and status is Status.FAIL:
+            status = Status.WARN
+        gpus = sorted({g for m, _ in said for g in (m.gpus or gpus_named(m.text))}) or failed_gpus
+        setting = next((SETTINGS[c.id] for _, c in said if c and c.id in SETTINGS), None)
+        if kind == "setting" and setting:
+            what, remedy = f"a setting, not the hardware: {setting[0]}", setting[1]
+        codes = sorted({f"DCGM_FR_{c.name} ({c.id})" for _, c in said if c})
+        evidence = [m.text for m, _ in said if m.text][:3] + ([f"DCGM code: {', '.join(codes)}"] if codes else [])
+        findings.append(Finding("device.dcgm", status,
+                                f"dcgmi diag -r {level}: {test} {'warned' if warned_only else 'failed'} on {node}"
+                                + (f", GPU {', '.join(map(str, gpus))}" if gpus else "") + f" ({what})",
+                                evidence or [f"{test}: {'Warn' if warned_only else 'Fail'}, no message"], remedy,
+                                [node]))
+    return findings
+
+
+def _unique(messages: List[Message]) -> List[Message]:
+    """A message once: 4.x repeats each GPU's messages in the test's summary."""
+    seen, found = set(), []
+    for message in messages:
+        if message.text not in seen:
+            seen.add(message.text)
+            found.append(message)
+    return found

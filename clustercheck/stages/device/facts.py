@@ -86,6 +86,7 @@ class DeviceFacts:
         """Bytes/s of GPU i -> GPU j copies: nvbandwidth's where it ran, else the probe's."""
         doc = self.documents.get(node) or {}
         measured = nvbandwidth.figures(doc.get("nvbandwidth") or "").get("peers")
-        if measured:
-            return [[None if v is None else v * 1e9 for v in row] for row in measured]
-        return doc.get("peers_bytes_s") or []
+        matrix = ([[None if v is None else v * 1e9 for v in row] for row in measured] if measured
+                  else doc.get("peers_bytes_s") or [])
+        # a GPU's copy to itself is no link (nvbandwidth before v0.2 prints it as 0.00, later as N/A)
+        return [[None if i == j else v for j, v in enumerate(row)] for i, row in enumerate(matrix)]

@@ -11,6 +11,10 @@ import re
 from typing import Dict, List, Optional
 
 TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce")
+# the GPU-to-GPU figures, in order of preference: the read test the probe runs, else the write test of a run
+# that had only that one (nvbandwidth v0.1's README shows it). Their diagonal is a GPU to itself: 0.00 in v0.1,
+# N/A later; never a link (DeviceFacts.peers_matrix leaves it out)
+PEER_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 
 
 def parse_nvbandwidth(text: str) -> Dict[str, List[List[Optional[float]]]]:
@@ -42,6 +46,23 @@ def figures(text: str) -> Dict:
     for test, key in (("host_to_device_memcpy_ce", "h2d"), ("device_to_host_memcpy_ce", "d2h")):
         if matrices.get(test):
             out[key] = matrices[test][0]
-    if matrices.get("device_to_device_memcpy_read_ce"):
-        out["peers"] = matrices["device_to_device_memcpy_read_ce"]
+    peers = next((test for test in PEER_TESTS if matrices.get(test)), None)
+    if peers:
+        out["peers"] = matrices[peers]
     return out
+
+
+def version(text: str) -> str:
+    """"v0.4" from "nvbandwidth Version: v0.4"; "" where the output does not say (v0.1 printed no version)."""
+    match = re.search(r"nvbandwidth Version:\s*(\S+)", text)
+    return match.group(1) if match else ""
+
+
+def unreadable(text: str) -> str:
+    """Why an nvbandwidth output that is there gave no figure ("" when it gave some, or is empty)."""
+    if not text.strip() or figures(text):
+        return ""
+    ran = re.findall(r"^Running (\w+)\.", text, re.M)
+    if not ran:
+        return "no \"Running <test>.\" line: not an output of nvbandwidth's tests"
+    return f"no matrix could be read under {', '.join(ran[:3])}"

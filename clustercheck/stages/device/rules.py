@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Sequence
 from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
-from clustercheck.stages.device import expected
+from clustercheck.stages.device import expected, nvbandwidth
 from clustercheck.stages.device.dcgm import judge_dcgm
 from clustercheck.stages.device.facts import METRICS, UNIT, Device, DeviceFacts
 
@@ -80,6 +80,15 @@ def unmeasured(facts: DeviceFacts) -> List[Finding]:
                                  [f"{node}: CUDA_VISIBLE_DEVICES={doc.get('visible_devices') or '(unset)'}"],
                                  "measure every GPU: unset CUDA_VISIBLE_DEVICES for the check, or look for a GPU "
                                  "that fell off (clustercheck env: Xid 79)", [node]))
+    for node, doc in facts.documents.items():
+        why = nvbandwidth.unreadable(doc.get("nvbandwidth") or "")
+        if why:
+            text = doc["nvbandwidth"]
+            found.append(Finding("device.unmeasured", Status.UNKNOWN,
+                                 f"nvbandwidth {nvbandwidth.version(text) or '(version not printed)'} on {node}: its "
+                                 f"output could not be read ({why})", [l for l in text.splitlines() if l.strip()][:3],
+                                 "the probe's own copy figures are used there instead; run nvbandwidth by hand to see "
+                                 "what it printed", [node]))
     found += fp8_failed(facts.devices)
     broken = [d for d in facts.devices if d.error]
     if broken:

@@ -7,7 +7,8 @@ from typing import Optional
 
 import click
 
-from clustercheck.runner.options import FiniteRange, deadline_option, opt, rdzv_port_option
+from clustercheck.runner.options import (FiniteRange, deadline_option, opt, rdzv_port_option, resolve_stall_window,
+                                         stall_window_option)
 
 RESUMED_STEPS = 5                       # steps run again after the checkpoint, in fresh processes
 
@@ -30,9 +31,9 @@ class SmokeOptions:
     rdzv_port: int = rdzv_port_option()
     timeout_s: float = deadline_option(600.0, "for the whole run (the first DeepSpeed run compiles for ~100 s)",
                                        minimum=10)
-    stall_s: float = opt("--stall-window", default=120.0, type=FiniteRange(5),
-                         help="Once training steps come, this long without one (or 3x the longest gap seen) is a "
-                              "hang: every rank's stack is taken and the odd ranks named before the run is stopped.")
+    stall_s: Optional[float] = stall_window_option(
+        120.0, "Once training steps come, this long without one (or 3x the longest gap seen) is a hang: every "
+               "rank's stack is taken and the odd ranks named before the run is stopped.", "--timeout")
     checkpoint_dir: Optional[str] = opt("--checkpoint-dir",
                                         help="Where the nodes save the checkpoint (an absolute path on the nodes, "
                                              "e.g. your shared filesystem). Default: each node's run directory.")
@@ -45,6 +46,9 @@ class SmokeOptions:
                                         "resolved as Hugging Face does; its ZeRO stage sets the mode.")
     lora: bool = opt("--lora", is_flag=True, default=False, help="Train a LoRA adapter on --model (needs peft).")
     lora_rank: int = opt("--lora-rank", default=8, type=click.IntRange(1, 65536))
+
+    def __post_init__(self):
+        self.stall_s = resolve_stall_window(self.stall_s, 120.0, {"--timeout": self.timeout_s})
 
     @property
     def save_at(self) -> int:

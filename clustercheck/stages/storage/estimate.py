@@ -17,14 +17,38 @@ def writes(facts: StorageFacts) -> CheckpointWrites:
     return checkpoint_writes(facts.params, facts.mode, ranks, facts.precision, shared(facts) is not False, facts.order)
 
 
-def rates(facts: StorageFacts, phase: str) -> Dict[str, Throughput]:
-    """node -> what its slots reached together in one phase (write, read, data); nodes with nothing left out."""
+ENOUGH_SHARE = 0.25     # a node's bytes per slot below this share of the most any node moved per slot: too little
+
+
+def measured(facts: StorageFacts, phase: str) -> Dict[str, Throughput]:
+    """node -> what its slots moved together in one phase (write, read, data); nodes that moved nothing left out."""
     found = {}
     for view in facts.views():
-        measured = getattr(view, phase)()
-        if measured is not None and measured.rate > 0:
-            found[view.node] = measured
+        moved = getattr(view, phase)()
+        if moved is not None and moved.rate > 0:
+            found[view.node] = moved
     return found
+
+
+def too_little(facts: StorageFacts, phase: str) -> Dict[str, str]:
+    """node -> why its figure in this phase means nothing: it stopped early on a small share of what another node
+    moved per slot (a nearly full disk caps what the probe may write: 4 MB read back in a few ms is no rate). A slow
+    node moves less too, but over the whole time: its rate stands."""
+    moved = measured(facts, phase)
+    per_slot = {n: t.bytes / max(1, facts.ranks.get(n, 1)) for n, t in moved.items()}
+    most_bytes = max(per_slot.values(), default=0)
+    longest = max((t.seconds for t in moved.values()), default=0)
+    return {node: f"{t.bytes / 1e6:,.1f} MB in {t.seconds:.3f} s from {facts.ranks.get(node, 1)} slot(s), where "
+                  f"another node moved {most_bytes / 1e6:,.1f} MB per slot over {longest:.1f} s"
+            for node, t in moved.items()
+            if per_slot[node] < ENOUGH_SHARE * most_bytes and t.seconds < ENOUGH_SHARE * longest}
+
+
+def rates(facts: StorageFacts, phase: str) -> Dict[str, Throughput]:
+    """node -> what its slots reached together in one phase, where enough was moved for the rate to mean
+    something (too_little says where not)."""
+    small = too_little(facts, phase)
+    return {n: t for n, t in measured(facts, phase).items() if n not in small}
 
 
 def slowest(facts: StorageFacts, phase: str, per_node: Dict[str, int]) -> Optional[float]:

@@ -22,7 +22,7 @@ from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.stages.storage.coherence import coherence
-from clustercheck.stages.storage.estimate import checkpoint_estimate, rates, writes
+from clustercheck.stages.storage.estimate import checkpoint_estimate, rates, too_little, writes
 from clustercheck.stages.storage.facts import NodeStorage, StorageFacts
 
 SLOW = 0.5           # a node's write, read or data rate below this share of the other nodes' median is named
@@ -84,6 +84,11 @@ def describe(view: NodeStorage) -> str:
     return f"{mount.get('fstype', '?')} {mount.get('source', '?')} at {mount.get('point', '?')}" if mount else "?"
 
 
+def short_of_space(facts: StorageFacts, view: NodeStorage) -> bool:
+    free = view.filesystem.get("free_bytes")
+    return isinstance(free, int) and free < writes(facts).needed(view.node, facts.keep)
+
+
 def fits(facts: StorageFacts) -> List[Finding]:
     plan = writes(facts)
     short, unknown, evidence = [], [], []
@@ -114,9 +119,14 @@ def fits(facts: StorageFacts) -> List[Finding]:
 def slow_nodes(facts: StorageFacts, phase: str, what: str) -> List[Finding]:
     """The node whose slots together reach less than SLOW of the others' median."""
     measured = rates(facts, phase)
+    short = {v.node for v in facts.views() if short_of_space(facts, v)}   # said by `fits`, for space alone
+    small = {n: why for n, why in too_little(facts, phase).items() if n not in short}
+    found = [Finding(f"storage.{phase}", Status.UNKNOWN, f"measured too little to judge {what} on {fold(list(small))}",
+                     [f"{n}: {why}" for n, why in small.items()],
+                     "see the findings above for why less was written there (free space); rerun with more --seconds "
+                     "or --size to time it", list(small))] if small else []
     if len(measured) < 2:
-        return []
-    found = []
+        return found
     for node, mine in measured.items():
         peers = median([t.rate for n, t in measured.items() if n != node])
         if peers > 0 and mine.rate < SLOW * peers:
@@ -185,7 +195,8 @@ def estimate(facts: StorageFacts) -> List[Finding]:
     found = checkpoint_estimate(facts)
     if found is None:
         return [Finding("storage.estimate", Status.UNKNOWN, "could not estimate the checkpoint's save time: a node "
-                                                            "measured nothing", [], "see the findings above")]
+                                                            "measured nothing, or too little to judge", [],
+                        "see the findings above")]
     save, load, per_node = found["save_s"], found["load_s"], found["per_node"]
     nodes = len(per_node)
     said = (f"saving a checkpoint of {facts.model} under {facts.mode} ({gb(found['bytes'])}) takes about "
