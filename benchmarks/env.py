@@ -2,6 +2,7 @@
 
     sudo python benchmarks/env.py            # builds a 32-node sandbox "benv", removes it after
     sudo python benchmarks/env.py --keep     # leaves it up for another run
+    python benchmarks/env.py --packages 400  # no sandbox: the probe in a 400-package environment (issue 36)
 
 1. On one sandbox node, over the same SSH connection: the wall time of running the
    probe with the node's interpreter, against `python -c "import torch"` with the same
@@ -10,12 +11,17 @@
 2. `clustercheck env` (a fresh process, as a user runs it) over 32 sandbox nodes against
    1 node (target: at most 2x), and `clustercheck run -- true` over the same 32 nodes,
    the cost of just reaching them, for context.
+3. --packages N: on this machine, the probe (every distribution, its origin, the libraries torch loads) run
+   with this interpreter in an environment of N distributions (this one's, and fake dist-info directories with
+   METADATA, INSTALLER and direct_url.json up to N on PYTHONPATH), against `python -c "import torch"` with the
+   same PYTHONPATH (target, issue 36: at most 0.25x).
 Medians of --repeat runs, all in the same run (the machine is shared and noisy).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import statistics
@@ -57,12 +63,58 @@ def cli(args) -> None:
         raise SystemExit(f"clustercheck {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr[-400:]}")
 
 
+def fake_environment(directory: str, count: int) -> int:
+    """Dist-info directories on top of this interpreter's, up to `count` in all: what a big training image has."""
+    from clustercheck.onnode.env_probe import installed_distributions
+    have = len(installed_distributions())
+    for i in range(max(0, count - have)):
+        info = os.path.join(directory, f"benchpkg{i:04d}-1.{i}.0.dist-info")
+        os.makedirs(info)
+        with open(os.path.join(info, "METADATA"), "w") as handle:
+            handle.write(f"Metadata-Version: 2.1\nName: benchpkg{i:04d}\nVersion: 1.{i}.0\n")
+        with open(os.path.join(info, "INSTALLER"), "w") as handle:
+            handle.write("pip\n")
+        if i % 20 == 0:
+            with open(os.path.join(info, "direct_url.json"), "w") as handle:
+                handle.write('{"url": "file:///src/benchpkg", "dir_info": {"editable": true}}')
+    return max(have, count)
+
+
+def packages_benchmark(count: int, repeat: int) -> None:
+    from clustercheck.onnode import env_probe
+    work = tempfile.mkdtemp(prefix="clustercheck-bench-pkgs.")
+    total = fake_environment(work, count)
+    environ = dict(os.environ, PYTHONPATH=work)
+    probe = [sys.executable, env_probe.__file__]
+
+    def run(argv):
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ, check=True)
+    run([sys.executable, "-c", "import torch"])          # warm the page cache for both
+    probe_s = median_wall(lambda: run(probe), repeat)
+    torch_s = median_wall(lambda: run([sys.executable, "-c", "import torch"]), repeat)
+    bare_s = median_wall(lambda: run([sys.executable, "-c", "pass"]), repeat)
+    seen = len(json.loads(subprocess.run(probe, capture_output=True, text=True, env=environ).stdout)
+               ["packages"]["distributions"])
+    print(f"env probe in a {total}-package environment ({seen} listed): medians of {repeat} runs, "
+          f"{os.cpu_count()} CPUs\n")
+    print("| measure | seconds | ratio | target |")
+    print("|---|---|---|---|")
+    print(f"| the whole probe (`python env_probe.py`) | {probe_s:.3f} | {probe_s / torch_s:.2f}x of import torch "
+          f"| <= 0.25x |")
+    print(f"| `python -c \"import torch\"` | {torch_s:.3f} | 1.00x | |")
+    print(f"| `python -c pass` (floor) | {bare_s:.3f} | {bare_s / torch_s:.2f}x | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="leave the sandbox up afterwards")
     parser.add_argument("--name", default="benv")
+    parser.add_argument("--packages", type=int, help="only the probe, here, in an environment of this many "
+                                                      "distributions")
     args = parser.parse_args()
+    if args.packages:
+        return packages_benchmark(args.packages, args.repeat)
     python = sys.executable
 
     box = Sandbox.up(NUM_NODES, args.name)

@@ -53,6 +53,15 @@ def cluster(num_nodes=4, change=None, slots=None, base="sandbox-node.json"):
     return probed
 
 
+def set_version(doc, name, version, **origin):
+    """One distribution of a recorded probe changed (None: not installed), as the probe lists them."""
+    dists = doc["packages"]["distributions"]
+    if version is None:
+        dists.pop(name, None)
+    else:
+        dists[name] = dict(dists.get(name) or {"dir": 0}, version=version, **origin)
+
+
 def judged(probed, limits=None):
     return evaluate(probed, Config(env=limits or EnvThresholds())).findings
 
@@ -70,36 +79,38 @@ def only_problem(findings):
 def test_identical_nodes_are_ready():
     findings = judged(cluster())
     assert bad(findings) == []
-    assert any(f.summary.startswith("torch: 2.13.0+cpu on all 4 nodes") for f in findings)
+    same = [f for f in findings if f.check == "packages.same"]
+    assert len(same) == 1 and same[0].summary.startswith("the same ") and "Python packages on all 4 nodes" in \
+        same[0].summary
 
 
 def test_node_without_deepspeed_is_named():
     def drop(i, doc):
         if i == 2:
-            doc["packages"]["versions"]["deepspeed"] = None
+            set_version(doc, "deepspeed", None)
     finding = only_problem(judged(cluster(change=drop)))
     assert finding.status is Status.FAIL
     assert finding.nodes == ["node03"]
-    assert finding.summary == "deepspeed is not installed on node03"
-    assert "node[01-02,04]: 0.19.8" in finding.evidence
+    assert finding.summary == "1 training-stack package differs on node03: deepspeed"
+    assert finding.evidence == ["deepspeed not installed (the others 0.19.8)"]
 
 
 def test_torch_drift_names_the_odd_node_and_the_majority():
     def drift(i, doc):
         if i == 3:
-            doc["packages"]["versions"]["torch"] = "2.1.0"
+            set_version(doc, "torch", "2.1.0")
     finding = only_problem(judged(cluster(change=drift)))
-    assert finding.check == "same.torch" and finding.nodes == ["node04"]
-    assert "node04 has 2.1.0" in finding.summary and "2.13.0+cpu" in finding.summary
+    assert finding.check == "packages.same" and finding.nodes == ["node04"]
+    assert finding.evidence == ["torch 2.1.0 (the others 2.13.0+cpu)"]
 
 
 def test_even_split_names_no_majority():
     def drift(i, doc):
         if i % 2:
-            doc["packages"]["versions"]["numpy"] = "1.26.4"
+            set_version(doc, "numpy", "1.26.4")
     finding = only_problem(judged(cluster(change=drift)))
     assert finding.status is Status.WARN
-    assert "no majority" in finding.summary and len(finding.nodes) == 4
+    assert "(no majority)" in finding.evidence[0] and len(finding.nodes) == 4
 
 
 @pytest.mark.parametrize("version, status", [("3.11.9", Status.WARN), ("3.10.14", Status.FAIL)])
@@ -253,7 +264,7 @@ def test_unreachable_node_is_not_ready_and_others_still_judged():
     reach = [f for f in findings if f.check == "reach"][0]
     assert reach.status is Status.FAIL and reach.nodes == ["node04"]
     assert "firewall" in reach.remedy
-    assert any(f.summary == "torch: 2.13.0+cpu on all 3 nodes" for f in findings)
+    assert any(f.check == "packages.same" and f.summary.endswith("Python packages on all 3 nodes") for f in findings)
 
 
 def test_probe_that_cannot_start_names_the_interpreter():
@@ -307,15 +318,15 @@ def test_bad_config_names_file_and_line(text, line, needle):
 def test_renderings_name_the_odd_node():
     def drop(i, doc):
         if i == 2:
-            doc["packages"]["versions"]["deepspeed"] = None
+            set_version(doc, "deepspeed", None)
     probed = cluster(change=drop)
     result = evaluate(probed, Config())
     screen = render_terminal(probed, result.values, result.findings)
-    assert "deepspeed is not installed on node03" in screen
+    assert "1 training-stack package differs on node03: deepspeed" in screen
     assert "Verdict: NOT READY" in screen
-    assert "node03: not installed" in screen
+    assert "deepspeed not installed (the others 0.19.8)" in screen
     markdown = render_markdown(probed, result.values, result.findings, Config(), "clustercheck env x")
-    assert "| FAIL" in markdown and "node[01-02,04]" in markdown
+    assert "| FAIL" in markdown and "deepspeed not installed (the others 0.19.8)" in markdown
     doc = to_json(probed, result.values, result.findings, Config())
     assert doc["verdict"] == "FAIL" and doc["exit_code"] == 2
     assert doc["findings"][0]["nodes"] == ["node03"]
@@ -333,17 +344,20 @@ def test_a_directory_missing_on_a_node_is_not_called_unshared():
 
 
 def test_packages_a_fine_tune_needs_are_required_on_every_node():
-    from clustercheck.stages.env.judges import required_packages
+    from clustercheck.core.requirements import parse_requirement
+    from clustercheck.stages.env import packages
 
     def installed(i, doc):
-        if i != 2:   # node03 has neither
-            doc["packages"]["versions"].update(transformers="5.23.0", peft="0.21.2")
-    [finding] = required_packages(cluster(4, installed), ("transformers", "peft"))
-    assert finding.status is Status.FAIL and finding.nodes == ["node03"]
-    assert finding.summary.startswith("transformers and peft not installed on node03"), finding.summary
-    [ok] = required_packages(cluster(4, lambda i, doc: installed(0, doc)), ("transformers", "peft"))
-    assert ok.status is Status.OK and "all 4 reached nodes" in ok.summary
-    assert required_packages(cluster(4), ()) == []
+        set_version(doc, "transformers", None if i == 2 else "5.23.0")   # node03 has neither
+        set_version(doc, "peft", None if i == 2 else "0.21.2")
+    wanted = [parse_requirement("transformers"), parse_requirement("peft>=0.20")]
+    found = packages.required(packages.package_view(cluster(4, installed)), wanted)
+    assert [(f.status, f.nodes, f.summary) for f in found] == [
+        (Status.FAIL, ["node03"], "transformers is not met on node03"),
+        (Status.FAIL, ["node03"], "peft>=0.20 is not met on node03")]
+    assert found[0].evidence == ["node03: not installed"]
+    ok = packages.required(packages.package_view(cluster(4, lambda i, doc: installed(0, doc))), wanted)
+    assert [f.status for f in ok] == [Status.OK, Status.OK] and "on all 4 nodes" in ok[0].summary
 
 
 def test_a_stale_build_lock_fails_the_nodes_that_share_it_and_a_running_build_does_not():

@@ -48,7 +48,9 @@ def test_a_binary_thresholds_file_is_bad_input_naming_it(files):
 @pytest.mark.parametrize("body, words", [
     ('[env]\nshm_min_gib = nan\n', [":2:", "finite"]),
     ('[bench]\nexpected_busbw = inf\n', [":2:", "finite"]),
-    ('[env]\nrequired = ["torch", "flash_attn"]\n', [":2:", "flash_attn", "does not read"]),
+    ('[env]\nrequired = ["torch", "flash_attn>="]\n', [":2:", "flash_attn>=", "not a package requirement"]),
+    ('[env]\nwarn_packages = ["torch<3"]\n', [":2:", "torch<3", "package names, not version ranges"]),
+    ('[env]\ngpu_held_fail_share = 1.5\n', [":2:", "gpu_held_fail_share", "at most 1"]),
 ])
 def test_thresholds_that_cannot_mean_anything_are_refused_with_their_line(files, body, words):
     refused(clustercheck("env", "--config", files("t.toml", body)), *words)

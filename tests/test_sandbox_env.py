@@ -59,14 +59,58 @@ def test_drifted_deepspeed_loopback_hostname_mtu_and_a_stale_build_lock_are_each
     assert proc.returncode == EXIT_FAIL, proc.stderr
     doc = json.loads(proc.stdout)
     failed = {f["check"]: f for f in doc["findings"] if f["status"] == "FAIL"}
-    assert failed["same.deepspeed"]["nodes"] == [n4]
-    assert failed["same.deepspeed"]["summary"] == f"deepspeed is not installed on {n4}"
+    assert failed["packages.same"]["nodes"] == [n4]
+    assert failed["packages.same"]["summary"] == f"1 training-stack package differs on {n4}: deepspeed"
     assert failed["hostname.resolves"]["nodes"] == [n2]
     assert "127.0.1.1" in failed["hostname.resolves"]["evidence"][0]
     assert failed["interface.mtu"]["nodes"] == [n3]
     assert f"{n3}: MTU 9000 on eth0" in failed["interface.mtu"]["evidence"]
     assert failed["builds.lock"]["nodes"] == [n1] and f"rm {lock}" in failed["builds.lock"]["remedy"]
-    assert set(failed) == {"same.deepspeed", "hostname.resolves", "interface.mtu", "builds.lock"}
+    assert set(failed) == {"packages.same", "hostname.resolves", "interface.mtu", "builds.lock"}
+
+
+def test_every_package_on_every_node_is_compared_and_required_packages_take_ranges(box):
+    """Issue 36: another deepspeed on one node (FAIL), tokenizers missing on one and an extra package on another
+    (WARN), OMP_NUM_THREADS set differently on one; --require of a package nobody has names every node, and of a
+    range one node misses names that node."""
+    n1, n2, n3, n4 = (box.nodes[i].name for i in (0, 1, 2, 3))
+    site = site_packages_of("deepspeed")
+    faults.python_package(box, n2, site, "deepspeed", "0.18.0")
+    faults.python_package(box, n3, site, "tokenizers", None)
+    faults.python_package(box, n4, site, "liger-kernel", "0.3.1")
+    faults.set_env(box, n1, "OMP_NUM_THREADS=3")
+    proc = env(box, "--json", "--require", "bitsandbytes", "--require", "deepspeed>=0.19")
+    assert proc.returncode == EXIT_FAIL, proc.stderr
+    found = [f for f in json.loads(proc.stdout)["findings"] if f["status"] != "OK"]
+    by_nodes = {(f["check"], f["status"], tuple(f["nodes"])): f for f in found}
+    stack = by_nodes[("packages.same", "FAIL", (n2,))]
+    assert stack["evidence"] == [f"deepspeed 0.18.0 (the others {deepspeed_version()})"]
+    assert "tokenizers not installed (the others" in by_nodes[("packages.same", "WARN", (n3,))]["evidence"][0]
+    assert by_nodes[("packages.same", "WARN", (n4,))]["evidence"] == ["liger-kernel 0.3.1 (the others not installed)"]
+    assert by_nodes[("same.$OMP_NUM_THREADS", "WARN", (n1,))]
+    everyone = tuple(n.name for n in box.nodes)
+    assert by_nodes[("required.bitsandbytes", "FAIL", everyone)]["summary"] == "bitsandbytes is not met on any node"
+    assert by_nodes[("required.deepspeed", "FAIL", (n2,))]["evidence"] == [f"{n2}: 0.18.0 (needs >=0.19)"]
+    assert len(found) == 6, [f["summary"] for f in found]
+
+
+@needs_pdsh
+def test_a_baseline_saved_on_a_clean_cluster_names_a_change_made_on_every_node_alike(box, tmp_path):
+    saved = tmp_path / "good-env.json"
+    clean = env(box, "--save-baseline", str(saved))
+    assert clean.returncode == EXIT_OK and f"written to {saved}" in clean.stdout, clean.stdout
+    for node in box.nodes:        # an image upgrade on every node: a majority vote sees nothing
+        faults.python_package(box, node.name, site_packages_of("deepspeed"), "deepspeed", "0.20.0")
+    drifted = env(box, "--json", "--baseline", str(saved))
+    assert drifted.returncode == EXIT_FAIL, drifted.stderr
+    [change] = [f for f in json.loads(drifted.stdout)["findings"] if f["status"] != "OK"]
+    assert change["check"] == "baseline" and "on every node (the whole cluster changed together" in change["summary"]
+    assert change["evidence"] == [f"deepspeed {deepspeed_version()} -> 0.20.0 on every node"]
+
+
+def deepspeed_version() -> str:
+    from importlib.metadata import version
+    return version("deepspeed")
 
 
 def test_unreachable_node_is_reported_without_holding_up_the_others(box):

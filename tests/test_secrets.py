@@ -53,4 +53,4 @@ def test_no_secret_on_any_command_line_or_in_any_report(tmp_path):
     assert len(written) >= 4
     for text in written:
         assert token not in text and url_password not in text
-    assert "(set; value not shown)" in proc.stdout and "http://user:***@proxy.invalid:8080" in proc.stdout
+    assert "(set; value not shown, #" in proc.stdout and "http://user:***@proxy.invalid:8080" in proc.stdout

@@ -8,7 +8,10 @@
     clock_fail_s = 5.0
     gpu_temp_warn_c = 85
     nofile_min = 4096          # open files (soft limit), warn below
-    required = ["torch"]       # packages every node must have
+    required = ["torch"]       # packages every node must have, with a range where given: "flash-attn>=2.6"
+    fail_packages = []         # packages outside the training stack whose difference between nodes fails
+    warn_packages = []         # training-stack packages whose difference only warns
+    gpu_held_fail_share = 0.1  # a process of another job holding more than this share of a GPU's memory fails
 
     [bench]
     expected_busbw = 380.0     # GB/s all_reduce should reach (0: the published table, bench/expected.py)
@@ -29,7 +32,7 @@ from typing import Dict, List, Optional
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.inputs import read_text_file
-from clustercheck.onnode.env_probe import PACKAGES
+from clustercheck.core.requirements import parse_requirement
 
 LARGEST = 1e12   # no threshold a user means is larger; beyond it comparisons mean nothing
 
@@ -50,6 +53,9 @@ class EnvThresholds:
     gpu_temp_warn_c: float = 85.0
     nofile_min: int = 4096
     required: List[str] = field(default_factory=lambda: ["torch"])
+    fail_packages: List[str] = field(default_factory=list)
+    warn_packages: List[str] = field(default_factory=list)
+    gpu_held_fail_share: float = 0.1
 
 
 @dataclass
@@ -81,10 +87,9 @@ def _coerce(value, default, source, line, key):
     if isinstance(default, list):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InputError(f"{key} must be a list of names", source, line, repr(value))
-        unread = [v for v in value if v not in PACKAGES]
-        if key == "required" and unread:   # a package the probe does not read would look missing everywhere
-            raise InputError(f"{key} names a package the probe does not read (it reads {', '.join(PACKAGES)})",
-                             source, line, unread[0])
+        for text in value:    # a requirement (name and range), or for the others a bare name: bad input names it
+            if parse_requirement(text, source, line).specifier and key != "required":
+                raise InputError(f"{key} takes package names, not version ranges", source, line, text)
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(default, int) and not isinstance(value, int)):
@@ -121,6 +126,9 @@ def parse_config(text: str, source: str) -> Config:
     if env.clock_fail_s < env.clock_warn_s:
         raise InputError("clock_fail_s must not be below clock_warn_s", source, _line_of(text, "clock_fail_s"),
                          str(env.clock_fail_s))
+    if not 0 < env.gpu_held_fail_share <= 1:
+        raise InputError("gpu_held_fail_share must be above 0 and at most 1", source,
+                         _line_of(text, "gpu_held_fail_share"), str(env.gpu_held_fail_share))
     if not 0 < config.bench.expected_fraction <= 1:
         raise InputError("expected_fraction must be above 0 and at most 1", source,
                          _line_of(text, "expected_fraction"), str(config.bench.expected_fraction))

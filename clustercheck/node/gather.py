@@ -9,6 +9,7 @@ from the probe's own timestamps, bounded by when the command was sent and answer
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -31,8 +32,8 @@ class ProbeOptions:
     deep: bool = False                 # import torch and deepspeed too
 
 
-def probe_command(node: Node, peers: Sequence[str], workdir: Optional[str], deep: bool) -> str:
-    args = []
+def probe_command(node: Node, peers: Sequence[str], workdir: Optional[str], deep: bool, salt: str = "") -> str:
+    args = ["--salt", salt] if salt else []
     if peers:
         args += ["--peers", ",".join(peers)]
     if workdir:
@@ -101,9 +102,11 @@ def probe_cluster(cluster: Cluster, nodes: Sequence[Node], options: Optional[Pro
     options = options or ProbeOptions()
     index_of = {node.name: i for i, node in enumerate(nodes)}
     by_name: Dict[str, Probed] = {}
+    salt = secrets.token_hex(8)    # one per run: the fingerprints of hidden values compare within it, never across
 
     def step(transport: Transport, node: Node) -> NodeResult:
-        command = probe_command(node, peers_of(nodes, index_of[node.name]), options.workdir, options.deep)
+        command = probe_command(node, peers_of(nodes, index_of[node.name]), options.workdir, options.deep,
+                                salt)
         sent = time.time()
         result = transport.run(command, options.timeout_s)
         by_name[node.name] = interpret(node, result, sent, time.time())

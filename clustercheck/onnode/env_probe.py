@@ -9,6 +9,7 @@ It does not import torch (that costs seconds) unless --deep is given.
 """
 
 import ast
+import json
 import os
 import platform
 import re
@@ -31,8 +32,9 @@ except ImportError:  # shipped to a node: inline_command registers the helpers b
     from sweep import build_locks, compiling, extensions_root
 
 SCHEMA = 1
-PACKAGES = ("torch", "deepspeed", "transformers", "peft", "accelerate", "numpy", "triton")
 WHEEL_PREFIXES = {"nccl": "nvidia-nccl-", "cudnn": "nvidia-cudnn-"}  # nvidia-nccl-cu12, nvidia-cudnn-cu11, ...
+ENV_PATHS = ("LD_LIBRARY_PATH",)
+LIBRARIES = {"nccl": "libnccl.so", "cudart": "libcudart.so"}   # what torch's NCCL backend and CUDA runtime load
 
 
 def collect_python(args):
@@ -44,12 +46,50 @@ def collect_python(args):
 
 # ---- packages, from metadata: importing torch costs seconds -----------------------
 def _normalise(name):
-    return re.sub(r"[-_.]+", "_", name).lower()
+    """PEP 503's name: flash_attn, Flash-Attn and flash.attn are one distribution, flash-attn."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _metadata_version(path):
+    """The Version: field of a distribution's METADATA / PKG-INFO (an .egg-info without one in its name)."""
+    for name in ("METADATA", "PKG-INFO"):
+        text = read(os.path.join(path, name)) if os.path.isdir(path) else (read(path) if name == "PKG-INFO" else None)
+        if text:
+            match = re.search(r"^Version:\s*(\S+)", text, re.M)
+            if match:
+                return match.group(1)
+    return None
+
+
+def _origin(path, site_dirs, entry):
+    """How a distribution got there: the installer it names, an editable install (and its commit), or a
+    directory outside the site directories (a source tree on sys.path: a legacy develop install)."""
+    origin = {}
+    installer = (read(os.path.join(path, "INSTALLER")) or "").strip() if os.path.isdir(path) else ""
+    if installer:
+        origin["via"] = installer[:20]
+    direct = read(os.path.join(path, "direct_url.json")) if os.path.isdir(path) else None
+    if direct:
+        try:
+            url = json.loads(direct)
+        except ValueError:
+            url = {}
+        if isinstance(url, dict):
+            if (url.get("dir_info") or {}).get("editable"):
+                origin["editable"] = url.get("url", "")[:300]
+            commit = (url.get("vcs_info") or {}).get("commit_id")
+            if commit:
+                origin["commit"] = str(commit)[:40]
+    if entry not in site_dirs and "editable" not in origin:
+        origin["editable"] = entry[:300]
+    return origin
 
 
 def installed_distributions():
-    """{normalised name: (version, site dir)} as import would find them: first on sys.path wins."""
+    """{PEP 503 name: {"version", "dir" (its sys.path entry), and where it came from}} as import would find them:
+    first on sys.path wins. A distribution whose version cannot be read says why, never a crash."""
     found = {}
+    site_dirs = set(p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages"))
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
@@ -57,13 +97,18 @@ def installed_distributions():
             continue
         for name in names:
             for suffix in (".dist-info", ".egg-info"):
-                if name.endswith(suffix) and "-" in name:
-                    stem = name[:-len(suffix)]
-                    dist, _, version = stem.partition("-")
-                    version = version.split("-py")[0]
-                    key = _normalise(dist)
-                    if key not in found:
-                        found[key] = (version, entry)
+                if not name.endswith(suffix):
+                    continue
+                stem = name[:-len(suffix)]
+                dist, _, version = stem.partition("-")
+                key = _normalise(dist)
+                if not key or key in found:
+                    continue
+                path = os.path.join(entry or ".", name)
+                version = version.split("-py")[0] or _metadata_version(path)
+                found[key] = dict(_origin(path, site_dirs, entry), version=version, dir=entry)
+                if not version:
+                    found[key]["error"] = "no version in its name or metadata (%s)" % name
     return found
 
 
@@ -84,17 +129,57 @@ def torch_build(site_dir):
 
 
 def collect_packages(args):
+    """Every distribution the training interpreter would import, and the library files its torch would load."""
     dists = installed_distributions()
-    versions = {}
-    for name in PACKAGES:
-        hit = dists.get(_normalise(name))
-        versions[name] = hit[0] if hit else None
+    versions = dict((name, dist.get("version")) for name, dist in dists.items())
+    paths = [p for p in sys.path if p]
+    listed = dict((name, dict((k, paths.index(v) if k == "dir" and v in paths else v) for k, v in dist.items()))
+                  for name, dist in dists.items())
     for label, prefix in WHEEL_PREFIXES.items():
         hits = sorted((key, value) for key, value in dists.items() if key.startswith(_normalise(prefix)))
-        versions[label + "_wheel"] = ("%s %s" % (hits[0][0].replace("_", "-"), hits[0][1][0])) if hits else None
-    build = torch_build(dists["torch"][1]) if "torch" in dists else {}
-    return {"versions": versions, "torch_build": build,
-            "torch_dir": os.path.join(dists["torch"][1], "torch") if "torch" in dists else None}
+        versions[label + "_wheel"] = ("%s %s" % (hits[0][0], hits[0][1].get("version"))) if hits else None
+    torch_dir = dists["torch"]["dir"] if "torch" in dists else None
+    build = torch_build(torch_dir) if torch_dir else {}
+    return {"versions": versions, "distributions": listed, "sys_path": paths, "torch_build": build,
+            "torch_dir": os.path.join(torch_dir, "torch") if torch_dir else None,
+            "libraries": loaded_libraries(dists)}
+
+
+def _library_in(directory, stem):
+    """The real file of `stem` (libnccl.so) in a directory: libnccl.so.2 -> libnccl.so.2.21.5."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith(stem))
+    except OSError:
+        return None
+    return os.path.realpath(os.path.join(directory, names[0])) if names else None
+
+
+def loaded_libraries(dists):
+    """Which libnccl and libcudart torch would load: one found first on LD_LIBRARY_PATH wins over the wheel torch
+    brings (nvidia-nccl-cu12's nvidia/nccl/lib), which wins over the system's (ldconfig). The version is the
+    file's own (libnccl.so.2.21.5), never guessed."""
+    found = {}
+    wheel_dirs = dict((label, os.path.join(dists[key]["dir"], "nvidia", label, "lib"))
+                      for key in dists for label in LIBRARIES if key.startswith("nvidia-%s-" % label)
+                      or (label == "cudart" and key.startswith("nvidia-cuda-runtime-")))
+    for label, stem in LIBRARIES.items():
+        places = [("LD_LIBRARY_PATH", d) for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+        if label in wheel_dirs:
+            places.append(("wheel", wheel_dirs[label]))
+        for source, directory in places:
+            path = _library_in(directory, stem)
+            if path:
+                found[label] = {"path": path, "from": source}
+                break
+        else:
+            code, out, _ = run(["ldconfig", "-p"]) if shutil.which("ldconfig") or os.path.exists("/sbin/ldconfig") \
+                else (1, "", "")
+            match = re.search(r"^\s*%s\S* .*=> (\S+)$" % re.escape(stem), out, re.M) if code == 0 else None
+            found[label] = {"path": os.path.realpath(match.group(1)), "from": "ldconfig"} if match else None
+        if found.get(label):
+            version = re.search(r"\.so\.(\d+(?:\.\d+)*)$", found[label]["path"])
+            found[label]["version"] = version.group(1) if version else None
+    return found
 
 
 def collect_nvcc(args):
@@ -189,13 +274,13 @@ SECTIONS = [("host", collect_host), ("python", collect_python), ("packages", col
 
 
 def parse_args(argv):
-    args = {"peers": "", "workdir": ".", "deep": False}
+    args = {"peers": "", "workdir": ".", "deep": False, "salt": ""}
     index = 0
     while index < len(argv):
         arg = argv[index]
         if arg == "--deep":
             args["deep"] = True
-        elif arg in ("--peers", "--workdir") and index + 1 < len(argv):
+        elif arg in ("--peers", "--workdir", "--salt") and index + 1 < len(argv):
             args[arg[2:]] = argv[index + 1]
             index += 1
         index += 1

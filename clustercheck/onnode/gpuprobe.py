@@ -58,6 +58,7 @@ def _nvml_gpu(pynvml, index):
     _nvml_field(gpu, "temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
     _nvml_field(gpu, "throttle", lambda: [name for bit, name in sorted(THROTTLE_BITS.items())
                                           if pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle) & bit])
+    _nvml_field(gpu, "processes", lambda: _nvml_processes(pynvml, handle))
     if "remapped_rows" in gpu:   # (correctable, uncorrectable, pending, failure)
         corr, unc_rows, pending, failure = gpu.pop("remapped_rows")[:4]
         gpu.update(remapped_correctable=corr, remapped_uncorrectable=unc_rows,
@@ -66,6 +67,26 @@ def _nvml_gpu(pynvml, index):
         current, pending = gpu.pop("mig")[:2]
         gpu.update(mig_current=current == 1, mig_pending=pending == 1)
     return gpu
+
+
+def _process_name(pid):
+    """A process's command as this node's /proc shows it ("" where its PID is in another namespace)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+    except (OSError, ValueError):
+        return ""
+
+
+def _nvml_processes(pynvml, handle):
+    """The compute processes holding the GPU's memory: pid, command, MiB (None where the driver does not say:
+    WDDM, some containers)."""
+    found = []
+    for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+        used = getattr(proc, "usedGpuMemory", None)
+        found.append({"pid": proc.pid, "name": _process_name(proc.pid), "type": "C",
+                      "used_mib": used // 2 ** 20 if isinstance(used, int) and used < 2 ** 62 else None})
+    return found
 
 
 def gpus_from_nvml():
@@ -148,6 +169,12 @@ def _xml_gpu(index, node):
     gpu["mig_current"] = _flag(node.findtext("mig_mode/current_mig"))
     gpu["mig_pending"] = _flag(node.findtext("mig_mode/pending_mig"))
     gpu["temperature_c"] = _count(node.findtext("temperature/gpu_temp"))
+    processes = node.find("processes")
+    if processes is not None:
+        gpu["processes"] = [{"pid": _count(info.findtext("pid")), "type": (info.findtext("type") or "").strip(),
+                             "name": (info.findtext("process_name") or "").strip(),
+                             "used_mib": _count(info.findtext("used_memory"))}
+                            for info in processes.findall("process_info")]
     reasons = node.find("clocks_event_reasons")
     if reasons is None:
         reasons = node.find("clocks_throttle_reasons")
@@ -155,6 +182,28 @@ def _xml_gpu(index, node):
         gpu["throttle"] = [re.sub(r"^clocks_(event|throttle)_reason_", "", child.tag)
                            for child in reasons if (child.text or "").strip() == "Active"]
     return gpu
+
+
+def parse_compute_apps(csv_text):
+    """`nvidia-smi --query-compute-apps=...,pid,process_name,used_gpu_memory --format=csv` (any field order, with
+    or without its header's units; a name with commas survives, as the last free column): one dict a process,
+    with its GPU's bus id where the query asked for it."""
+    lines = [line for line in csv_text.splitlines() if line.strip()]
+    if not lines or "pid" not in lines[0]:
+        return []
+    header = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in lines[0].split(",")]
+    found = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) > len(header) and "process_name" in header:   # commas inside the name
+            at = header.index("process_name")
+            extra = len(cells) - len(header)
+            cells[at:at + extra + 1] = [", ".join(cells[at:at + extra + 1])]
+        row = dict(zip(header, cells))
+        found.append({"pid": _count(row.get("pid")), "name": row.get("process_name", ""), "type": "C",
+                      "used_mib": _count(row.get("used_gpu_memory", row.get("used_memory"))),
+                      "gpu_bus_id": row.get("gpu_bus_id")})
+    return found
 
 
 def parse_nvidia_smi_xml(xml_text):

@@ -19,7 +19,7 @@ import threading
 # CUDA that change how training communicates (NCCL's and PyTorch's documented variables). Any other
 # variable of these families is said to be set, its value never shown: a name can hide a credential
 # (NCCL_NET_PLUGIN_AUTH_TOKEN, an APIKEY, a PASSPHRASE) that no list of bad words foresees.
-ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_")
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "HF_", "HUGGING_FACE_")
 ENV_NAMES = frozenset("""
 NCCL_ALGO NCCL_ASYNC_ERROR_HANDLING NCCL_BLOCKING_WAIT NCCL_BUFFSIZE NCCL_CHECKS_DISABLE NCCL_COLLNET_ENABLE
 NCCL_CROSS_NIC NCCL_CUMEM_ENABLE NCCL_DEBUG NCCL_DEBUG_FILE NCCL_DEBUG_SUBSYS NCCL_IB_ADAPTIVE_ROUTING
@@ -34,6 +34,8 @@ TORCH_CPP_LOG_LEVEL TORCH_CUDA_ARCH_LIST TORCH_DISTRIBUTED_DEBUG TORCH_EXTENSION
 TORCH_NCCL_ASYNC_ERROR_HANDLING TORCH_NCCL_BLOCKING_WAIT TORCH_NCCL_DUMP_ON_TIMEOUT TORCH_NCCL_ENABLE_MONITORING
 TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_SHOW_CPP_STACKTRACES
 CUDA_VISIBLE_DEVICES CUDA_DEVICE_MAX_CONNECTIONS CUDA_LAUNCH_BLOCKING WORLD_SIZE LOCAL_WORLD_SIZE
+OMP_NUM_THREADS LD_LIBRARY_PATH LD_PRELOAD PYTHONPATH HF_HOME HF_HUB_CACHE HF_DATASETS_CACHE TRANSFORMERS_CACHE
+HF_HUB_OFFLINE HF_DATASETS_OFFLINE TRANSFORMERS_OFFLINE
 """.split())
 NOT_SHOWN = "(set; value not shown)"
 _URL_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/:@\s]*:)[^@/\s]+(?=@)")
@@ -247,13 +249,18 @@ def collect_net(args):
 
 
 def collect_env(args):
-    """The allow-listed variables with their values (credentials masked); the others of their families, set."""
+    """The allow-listed variables with their values (credentials masked); the others of their families (HF_TOKEN)
+    as set, with a short fingerprint of the value salted for this run (--salt): nodes whose secret differs are
+    told apart, and neither the secret nor anything that could be checked against it outside the run leaves the
+    node."""
+    import hashlib
     chosen = {}
     for key, value in os.environ.items():
         if key in ENV_NAMES:
             chosen[key] = mask_credentials(value)
         elif key.startswith(ENV_PREFIXES):
-            chosen[key] = NOT_SHOWN
+            chosen[key] = "%s, #%s)" % (NOT_SHOWN[:-1], hashlib.sha256(((args or {}).get("salt", "") + ":" + value).encode(
+                "utf-8", "replace")).hexdigest()[:6])
     return dict(sorted(chosen.items()))
 
 

@@ -48,6 +48,7 @@ class PreflightOptions:
     skip: Optional[Sequence[str]] = opt("--skip", callback=parse_stages, help="Skip these stages.")
     config_path: Optional[str] = borrow(EnvOptions, "config_path")
     workdir: Optional[str] = borrow(EnvOptions, "workdir")
+    env_baseline: Optional[str] = borrow(EnvOptions, "baseline", "--env-baseline")
     device_seconds: float = borrow(DeviceOptions, "seconds", "--device-seconds", default=6.0,
                                    help="How long the device stage measures every device, all at once.")
     checkpoint_dir: Optional[str] = borrow(StorageOptions, "checkpoint_dir", help=(
@@ -92,7 +93,8 @@ class PreflightOptions:
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
     required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
-    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required)),
+    return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required,
+                                baseline=options.env_baseline)),
             DeviceStage(DeviceOptions(seconds=options.device_seconds)),
             StorageStage(storage_options(options)),
             NetStage(NetOptions(master_port=options.master_port, rdzv_port=options.rdzv_port,

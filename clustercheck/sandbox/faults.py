@@ -9,8 +9,9 @@ import os
 import shlex
 import shutil
 import signal
+import sysconfig
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.sandbox import cgroups
 from clustercheck.sandbox.cluster import Sandbox, SandboxNode
@@ -194,6 +195,26 @@ def hide_python_packages(box: Sandbox, name: str, site_packages: str, hidden: Se
     _record(box, box.node(name), f"hidden from python: {', '.join(hidden)}")
 
 
+def python_package(box: Sandbox, name: str, site_packages: str, package: str, version: Optional[str]) -> None:
+    """On this node only, the interpreter's metadata says `package` is at `version` (a dist-info of that version
+    in place of the real one; the code stays), or, with None, that it is not installed: a node whose environment
+    drifted. Calls add up on a node."""
+    key = _normalise(package)
+    changed = {key} | {_normalise(f.split(":")[0][len("python package "):]) for f in box.faults.get(name, [])
+                       if f.startswith("python package ")}
+    own = mirror(box, name, os.path.realpath(site_packages), "site",
+                 lambda entry: not (entry.endswith((".dist-info", ".egg-info")) and _package_of(entry) in changed))
+    for entry in os.listdir(own):   # this package's earlier stand-in, if any
+        if not os.path.islink(os.path.join(own, entry)) and _package_of(entry) == key:
+            shutil.rmtree(os.path.join(own, entry))
+    if version:
+        info = os.path.join(own, f"{key}-{version}.dist-info")
+        os.makedirs(info)
+        with open(os.path.join(info, "METADATA"), "w") as handle:
+            handle.write(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+    _record(box, box.node(name), f"python package {package}: {version or 'not installed'}")
+
+
 def crash(box: Sandbox, name: str) -> None:
     """The node dies: every process in it (sshd, sessions, what they started) is killed at once."""
     node = box.node(name)
@@ -338,6 +359,8 @@ KNOBS = {
     "reject": (reject_port, "PORT", str),
     "drop-out": (drop_outbound, "PORT", str),
     "set-env": (set_env, "VAR=VALUE", str),
+    "package": (lambda box, name, spec: python_package(box, name, sysconfig.get_paths()["purelib"], *spec),
+                "NAME==VERSION", lambda spec: (spec.split("==")[0], spec.split("==", 1)[1] or None)),
     "mtu": (set_mtu, "MTU", int),
     "hide": (hide_program, "PROGRAM", str),
     "read-only": (read_only, "DIR", str),

@@ -126,6 +126,16 @@ def _deep(key: str, show: Callable[[Any], str] = str) -> Callable[[Dict], Option
     return extract
 
 
+def _library(doc: Dict, which: str) -> Optional[str]:
+    """The library file torch would load, its version and where it was found: "2.21.5 (wheel)",
+    "2.18.3 (LD_LIBRARY_PATH)"; "none found" where none is."""
+    libraries = get(doc, "packages", "libraries")
+    if libraries is None:
+        return None
+    found = libraries.get(which)
+    return f"{found.get('version') or found.get('path')} ({found.get('from')})" if found else "none found"
+
+
 # label -> extractor; the order is the order of the table people read.
 COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
     ("python", _python),
@@ -141,6 +151,8 @@ COMPARED: List[Tuple[str, Callable[[Dict], Optional[str]]]] = [
                                                                              default="none")),
     ("cuDNN wheel", lambda d: None if get(d, "packages") is None else get(d, "packages", "versions",
                                                                               "cudnn_wheel", default="none")),
+    ("libnccl", lambda d: _library(d, "nccl")),
+    ("libcudart", lambda d: _library(d, "cudart")),
     ("NVIDIA driver", lambda d: None if get(d, "gpu") is None or get(d, "gpu", "error")
      else get(d, "gpu", "driver", default="none")),
     ("CUDA (driver)", _cuda_driver),

@@ -6,18 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence
 
-from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status, run_judges, worst
+from clustercheck.core.result import Finding, run_judges, worst
 from clustercheck.core.thresholds import Config
 from clustercheck.node.facts import Probed
 from clustercheck.node.judges import judge_nodes
-from clustercheck.node.readiness import missing_packages
-from clustercheck.stages.env import fabric_rules, gpu_rules, rules, topology
+from clustercheck.stages.env import fabric_rules, gpu_held, gpu_rules, rules, topology
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    *rules.JUDGES, gpu_rules.gpu_health, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_rules.unchecked,
+    *rules.JUDGES, gpu_rules.gpu_health, gpu_held.held, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_rules.unchecked,
 ]
 
 
@@ -41,21 +39,3 @@ def evaluate(probed: Sequence[Probed], config: Config) -> EnvResult:
     facts = env_facts(probed)
     findings = judge_nodes(facts.probed) + judge(EnvContext(facts.probed, facts.values, config.env))
     return EnvResult(facts.probed, facts.values, findings)
-
-
-def required_packages(probed: Sequence[Probed], required: Sequence[str]) -> List[Finding]:
-    """One finding per missing package set, its nodes folded; an OK line names what every node has."""
-    if not required:
-        return []
-    by_missing: Dict[tuple, List[str]] = {}
-    for node, names in missing_packages(probed, required).items():
-        by_missing.setdefault(tuple(names), []).append(node)
-    findings = [Finding("env.required", Status.FAIL, f"{' and '.join(names)} not installed on {fold(nodes)}", [],
-                        "install with each node's interpreter (`<python> -m pip install "
-                        f"{' '.join(required)}`), the same version everywhere", nodes)
-                for names, nodes in by_missing.items()]
-    reached = [p.name for p in probed if p.facts is not None]
-    if not findings and reached:
-        findings.append(Finding("env.required", Status.OK, f"{', '.join(required)} installed on all {len(reached)} "
-                                                           f"reached nodes"))
-    return findings

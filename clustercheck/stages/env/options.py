@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import click
 
 from clustercheck.node.gather import ProbeOptions
-from clustercheck.onnode.env_probe import PACKAGES
+from clustercheck.core.errors import InputError
+from clustercheck.core.requirements import parse_requirement
 from clustercheck.runner.options import FiniteRange, opt
 
 
@@ -25,9 +27,23 @@ class EnvOptions:
     shared_dir: Optional[str] = opt("--shared-dir", help="A directory meant for data or checkpoints: say whether it "
                                                          "is one filesystem for every node or a disk per node.")
 
-    required: Sequence[str] = opt("--require", multiple=True, default=(), type=click.Choice(PACKAGES),
-                                  help="A Python package every node must have (repeat it; the ones the probe reads): "
-                                       "preflight asks for transformers with --model, peft with --lora.")
+    required: Sequence[str] = opt("--require", multiple=True, default=(), metavar="REQUIREMENT",
+                                  help="A Python package every node must have, with a version range where given "
+                                       "(repeat it): --require 'flash-attn>=2.6' --require bitsandbytes. preflight "
+                                       "asks for transformers with --model, peft with --lora.")
+    baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
+                                  help="A known-good environment to hold every node to: an earlier --save-baseline "
+                                       "file, a `pip freeze` output or a requirements file with == pins.")
+    save_baseline: Optional[str] = opt("--save-baseline", type=click.Path(dir_okay=False),
+                                       help="Write the environment this run saw (every package, the CUDA build, "
+                                            "NCCL, the driver, the variables) to FILE when the run is READY.")
+
+    def __post_init__(self):
+        self.wanted = [parse_requirement(text, "--require") for text in self.required]
+        if self.save_baseline and self.baseline and os.path.abspath(self.save_baseline) == \
+                os.path.abspath(self.baseline):
+            raise InputError("--save-baseline would overwrite the --baseline it is held to", "command line",
+                             value=self.save_baseline)
 
     def probe(self) -> ProbeOptions:
         return ProbeOptions(timeout_s=self.timeout_s, workdir=self.workdir, deep=self.deep)

@@ -9,25 +9,29 @@ RDMA ports and GPU topology have modules of their own (env/judges.py runs them a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
+from clustercheck.core.requirements import Wanted, parse_requirement
 from clustercheck.core.thresholds import EnvThresholds
-from clustercheck.node.facts import NOT_INSTALLED, Probed, get, gib, gpu_count, interpreter
+from clustercheck.node.facts import NOT_INSTALLED, Probed, get, gib, gpu_count
 from clustercheck.node.judges import nodes_finding
+from clustercheck.stages.env import baseline, packages
+from clustercheck.stages.env.baseline import Baseline
 
 ONE_ENV = "use one environment or container image on every node (same interpreter path, same wheels)"
 
-# (fact, status when it differs, remedy). Rows 6, 7, 10, 22 of docs/failures.md.
+# (fact, status when it differs, remedy). Rows 6, 7, 10, 22 of docs/failures.md. Python packages, the torch and
+# NCCL wheels among them, are compared whole by packages.py.
 MUST_MATCH = [
-    ("torch", Status.FAIL, ONE_ENV),
     ("torch CUDA build", Status.FAIL, ONE_ENV + "; a CPU-only torch on a GPU node needs the CUDA wheel"),
-    ("deepspeed", Status.FAIL, ONE_ENV),
-    ("NCCL wheel", Status.FAIL, ONE_ENV + " (the nvidia-nccl wheel is the NCCL torch loads)"),
     ("NCCL (loaded)", Status.FAIL, ONE_ENV),
+    ("libnccl", Status.FAIL, "make every node's torch load the same NCCL: unset an LD_LIBRARY_PATH entry that shadows "
+                             "the nvidia-nccl wheel, or install the same libnccl everywhere"),
+    ("libcudart", Status.WARN, "make every node load the same CUDA runtime (LD_LIBRARY_PATH, the CUDA toolkit)"),
     ("NVIDIA driver", Status.FAIL, "install the same NVIDIA driver on every node (and the matching fabric manager)"),
     ("GPUs", Status.FAIL, "replace or re-seat the missing GPU, or leave the node out; every node needs the same "
                           "number of ranks"),
@@ -38,11 +42,6 @@ MUST_MATCH = [
     ("torch (imported)", Status.FAIL, ONE_ENV),
     ("deepspeed (imported)", Status.FAIL, ONE_ENV),
     ("CUDA available", Status.FAIL, "check the driver and CUDA_VISIBLE_DEVICES on the odd node"),
-    ("transformers", Status.WARN, ONE_ENV),
-    ("accelerate", Status.WARN, ONE_ENV),
-    ("numpy", Status.WARN, ONE_ENV),
-    ("triton", Status.WARN, ONE_ENV),
-    ("cuDNN wheel", Status.WARN, ONE_ENV),
     ("CUDA (driver)", Status.WARN, "install the same NVIDIA driver on every node"),
     ("nvcc", Status.WARN, "install the same CUDA toolkit where extensions are compiled (DeepSpeed ops)"),
     ("HCA model", Status.WARN, "use nodes with the same HCAs in one job, or expect the slowest to set the pace"),
@@ -58,8 +57,12 @@ class EnvContext:
     probed: List[Probed]
     values: Dict[str, Dict[str, str]]   # node -> comparable facts (env/facts.py)
     limits: EnvThresholds
+    wanted: List[Wanted] = field(default_factory=list)     # --require and the thresholds file's required
+    baseline: Optional[Baseline] = None                    # --baseline
 
     def __post_init__(self):
+        merged = {w.name: w for w in [parse_requirement(t, "thresholds") for t in self.limits.required] + self.wanted}
+        self.wanted = list(merged.values())     # the thresholds file's, then the command line's (which wins)
         self.order = [p.name for p in self.probed]
         self.ok = [p for p in self.probed if p.facts is not None]
 
@@ -108,17 +111,13 @@ def python_version(ctx: EnvContext) -> List[Finding]:
                     full.odd_nodes)]
 
 
-def required_packages(ctx: EnvContext) -> List[Finding]:
-    findings = []
-    for name in ctx.limits.required:
-        absent = [p.name for p in ctx.ok if get(p.facts, "packages", "versions") is not None
-                  and not get(p.facts, "packages", "versions", name)]
-        if ctx.ok and len(absent) == len(ctx.ok):
-            pythons = ", ".join(sorted({interpreter(p.node) for p in ctx.ok}))
-            findings.append(Finding(f"required.{name}", Status.FAIL, f"{name} is not installed on any node",
-                                    [f"{fold(absent)}: {NOT_INSTALLED} for {pythons}"],
-                                    f"install {name} into the interpreter that trains, or point python= at the "
-                                    f"environment that has it", absent))
+def python_packages(ctx: EnvContext) -> List[Finding]:
+    """Rows 6, 7: every distribution of the training interpreter, compared, required and held to a baseline."""
+    view = packages.package_view(ctx.probed)
+    policy = packages.PackagePolicy([w.name for w in ctx.wanted], ctx.limits.fail_packages, ctx.limits.warn_packages)
+    findings = packages.unreadable(view) + packages.compare_packages(view, policy) + packages.required(view, ctx.wanted)
+    if ctx.baseline is not None and view.dists:
+        findings += baseline.against_baseline(ctx.baseline, view, ctx.values, policy)
     return findings
 
 
@@ -303,6 +302,6 @@ def build_locks(ctx: EnvContext) -> List[Finding]:
 
 
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    python_version, must_match, required_packages, shm, memlock, nofile, clock, slots, workdir, build_locks, pdsh,
+    python_version, must_match, python_packages, shm, memlock, nofile, clock, slots, workdir, build_locks, pdsh,
     deep_imports, env_vars,
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding
+from clustercheck.core.result import Finding, Status, worst
 from clustercheck.core.thresholds import load_config
 from clustercheck.node.layer import NodeLayer
 from clustercheck.node.readiness import readiness_problems
@@ -13,8 +13,10 @@ from clustercheck.node.slurm import read_slurm
 from clustercheck.runner.stage import Stage, StageResult
 from clustercheck.stages.env import render, topology
 from clustercheck.stages.env.facts import EnvFacts, env_facts
-from clustercheck.stages.env.judges import judge, required_packages
+from clustercheck.stages.env.baseline import baseline_document, read_baseline, write_baseline
+from clustercheck.stages.env.judges import judge
 from clustercheck.stages.env.options import EnvOptions
+from clustercheck.stages.env.packages import package_view
 from clustercheck.stages.env.rules import EnvContext
 from clustercheck.stages.env.slurm_rules import judge_slurm
 from clustercheck.stages.env.storage import judge_shared, probe_shared
@@ -26,6 +28,7 @@ class EnvStage(Stage):
     def __init__(self, options: EnvOptions):
         super().__init__(options)
         self.config = load_config(options.config_path)   # bad input stops before any node is contacted
+        self.baseline = read_baseline(options.baseline) if options.baseline else None
 
     def gather(self, layer: NodeLayer) -> EnvFacts:
         facts = env_facts(layer.probed(self.options.probe()))
@@ -38,14 +41,32 @@ class EnvStage(Stage):
         return facts
 
     def judge(self, facts: EnvFacts) -> List[Finding]:
-        findings = judge(EnvContext(facts.probed, facts.values, self.config.env))
-        findings += required_packages(facts.probed, self.options.required)
+        findings = judge(EnvContext(facts.probed, facts.values, self.config.env, list(self.options.wanted),
+                                    self.baseline))
         for directory, views in facts.shared.items():
             findings += judge_shared(directory, views, [n for n in (p.name for p in facts.probed) if n in views])
         if facts.slurm is not None:
             findings += judge_slurm(facts.slurm, [p.name for p in facts.probed],
                                     {p.name: p.gpu_count for p in facts.probed if p.facts is not None})
+        if self.options.save_baseline:
+            findings.append(self.save_baseline(facts, findings))
         return findings
+
+    def save_baseline(self, facts: EnvFacts, findings: List[Finding]) -> Finding:
+        """--save-baseline: the environment of a READY run (with warnings at most), else not written."""
+        path = self.options.save_baseline
+        if worst(findings) > Status.WARN:
+            return Finding("baseline.saved", Status.WARN, f"baseline not written to {path}: this run is not READY",
+                           [], "fix what failed, then save the baseline from a READY run")
+        view = package_view(facts.probed)
+        try:
+            write_baseline(path, baseline_document(view, facts.values, [p.name for p in facts.probed]))
+        except OSError as exc:
+            return Finding("baseline.saved", Status.WARN, f"baseline not written to {path}: {exc.strerror}", [],
+                           "choose a writable path for --save-baseline")
+        count = len({n for dists in view.dists.values() for n in dists})
+        return Finding("baseline.saved", Status.OK, f"baseline of {count} packages on {len(view.dists)} nodes written "
+                                                    f"to {path}")
 
     def blocks(self, result: StageResult, later: Stage) -> str:
         problems = readiness_problems(result.facts.probed)
