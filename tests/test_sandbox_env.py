@@ -97,8 +97,9 @@ def test_every_package_on_every_node_is_compared_and_required_packages_take_rang
 @needs_pdsh
 def test_a_baseline_saved_on_a_clean_cluster_names_a_change_made_on_every_node_alike(box, tmp_path):
     saved = tmp_path / "good-env.json"
-    clean = env(box, "--save-baseline", str(saved))
-    assert clean.returncode == EXIT_OK and f"written to {saved}" in clean.stdout, clean.stdout
+    clean = env(box, "--save-baseline", str(saved), "-v")
+    assert clean.returncode == EXIT_OK and f"nodes written to {saved}" in clean.stdout, clean.stdout
+    assert json.loads(saved.read_text())["packages"]["deepspeed"] == deepspeed_version()
     for node in box.nodes:        # an image upgrade on every node: a majority vote sees nothing
         faults.python_package(box, node.name, site_packages_of("deepspeed"), "deepspeed", "0.20.0")
     drifted = env(box, "--json", "--baseline", str(saved))

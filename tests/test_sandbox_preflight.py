@@ -78,21 +78,21 @@ def test_a_drifted_package_is_the_first_finding_and_diff_shows_exactly_it(box, t
     faults.hide_python_packages(box, victim, site, ["deepspeed"])
     proc, broken, broken_path = preflight(box, tmp_path, "after", "--only", "env")
     assert proc.returncode == EXIT_FAIL
-    assert first_problem(broken)["check"] == "same.deepspeed" and first_problem(broken)["nodes"] == [victim]
+    assert first_problem(broken)["check"] == "packages.same" and first_problem(broken)["nodes"] == [victim]
     diff = clustercheck("diff", clean_path, broken_path)
     assert diff.returncode == EXIT_FAIL
     lines = diff.stdout.splitlines()
     assert f"  deepspeed on {victim}: 0.19.8 -> not installed" in lines or any(
         line.startswith(f"  deepspeed on {victim}:") and line.endswith("-> not installed") for line in lines)
     assert [line for line in lines if line.startswith("new ")] == [
-        f"new FAIL: [env] deepspeed is not installed on {victim}"]
+        f"new FAIL: [env] 1 training-stack package differs on {victim}: deepspeed"]
     assert "Verdict: WORSE" in diff.stdout
     # The same comparison inside preflight, on the screen and in --json.
     again, _, _ = preflight(box, tmp_path, "again", "--only", "env", "--baseline", clean_path)
-    assert again.returncode == EXIT_FAIL and f"new FAIL: [env] deepspeed is not installed on {victim}" in again.stdout
+    assert again.returncode == EXIT_FAIL and f"new FAIL: [env] 1 training-stack package differs on {victim}: deepspeed" in again.stdout
     as_json, _, _ = preflight(box, tmp_path, "json", "--only", "env", "--baseline", clean_path, "--json")
     changes = json.loads(as_json.stdout)["changes"]
-    assert changes["worse"] and [f["check"] for f in changes["new_findings"]] == ["same.deepspeed"]
+    assert changes["worse"] and [f["check"] for f in changes["new_findings"]] == ["packages.same"]
 
 
 def test_a_dropped_port_is_named_first_and_skips_what_would_hang(box, tmp_path):

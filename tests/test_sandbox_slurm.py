@@ -154,7 +154,7 @@ def test_a_node_without_deepspeed_is_not_ready_and_named(cluster, tmp_path):
         undo_mounts(cluster, victim)
     assert proc.returncode == EXIT_FAIL, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
-    [finding] = by_check(doc)["same.deepspeed"]
+    [finding] = by_check(doc)["packages.same"]
     assert finding["status"] == "FAIL" and finding["nodes"] == [victim], finding
 
 
