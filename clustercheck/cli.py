@@ -13,6 +13,7 @@ from clustercheck.commands.bench import bench
 from clustercheck.commands.device import device
 from clustercheck.commands.diff import diff
 from clustercheck.commands.env import env
+from clustercheck.commands.explain import explain
 from clustercheck.commands.launch import launch
 from clustercheck.commands.net import net
 from clustercheck.commands.nodecheck import node_check
@@ -53,6 +54,7 @@ cli.add_command(run)
 cli.add_command(sandbox)
 cli.add_command(sbatch)
 cli.add_command(diff)
+cli.add_command(explain)
 cli.add_command(smoke)
 cli.add_command(stacks)
 

@@ -12,11 +12,13 @@ from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import classify, is_warning, torchrun_failures
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "smoke-logs")
+UNSEEN = os.path.join(os.path.dirname(__file__), "data", "failure-logs")   # issue 37's, gathered before its vocabulary
 AS_KIND = {"client-socket": "rendezvous", "oom-killer": "killed", "node-down": "peer-lost"}
 # pytorch#121209's excerpt holds only torchrun's summary (exit code 1 everywhere): the NCCL error of
 # the issue's title is not in the text, so the honest answer is the rank that failed first.
 FROM_TEXT_ALONE = {"nccl-summary-4rank-exitcode1-pytorch-121209.txt": "unclassified"}
 ECHOES = ("peer-lost", "comms")
+BETWEEN = ("network", "rendezvous", "watchdog", "nccl")   # failures between ranks: the node that printed them
 # The failing rank as each log names it: global ranks ([rank3]:, [Rank 1], NCCL's "rank 2 and rank 0 both
 # on"), or ("local", n) where only the node's launcher numbering is said (local_rank: 0, --local_rank=1,
 # multiprocessing's "Process 1 terminated").
@@ -49,12 +51,12 @@ OTHER_RANKS = [
 ]
 
 
-def logs():
-    rows = [line for line in open(os.path.join(DATA, "SOURCES.md")) if line.startswith("| `")]
+def logs(folder=DATA):
+    rows = [line for line in open(os.path.join(folder, "SOURCES.md")) if line.startswith("| `")]
     for row in rows:
         name, cause = [cell.strip() for cell in row.strip().strip("|").split("|")][:2]
         name = name.strip("`")
-        yield name, FROM_TEXT_ALONE.get(name, AS_KIND.get(cause, cause))
+        yield os.path.join(folder, name), FROM_TEXT_ALONE.get(name, AS_KIND.get(cause, cause))
 
 
 def node_stderr(text, ranks_per_node):
@@ -63,18 +65,20 @@ def node_stderr(text, ranks_per_node):
 
 
 def test_the_corpus_is_real_and_large_enough():
-    kinds = [kind for _, kind in logs()]
-    assert len(kinds) >= 66
+    kinds = [kind for _, kind in logs()] + [kind for _, kind in logs(UNSEEN)]
+    assert len(kinds) >= 114
     assert {"import", "oom", "killed", "nccl", "watchdog", "rendezvous", "ib", "peer-lost", "disk-full", "permission",
-            "overflow", "op-build", "duplicate-gpu", "hostname", "cuda-error", "unclassified"} <= set(kinds)
-    for name, _ in logs():
-        assert os.path.exists(os.path.join(DATA, name)), name
+            "overflow", "op-build", "duplicate-gpu", "hostname", "cuda-error", "unclassified", "shm", "open-files",
+            "port-in-use", "scheduler", "network", "gpu-hardware", "cuda-build", "cuda-setup", "code"} <= set(kinds)
+    for path, _ in list(logs()) + list(logs(UNSEEN)):
+        assert os.path.exists(path), path
 
 
 @pytest.mark.parametrize("ranks_per_node", [1, 2, 8])
-@pytest.mark.parametrize("name, kind", list(logs()))
-def test_each_recorded_failure_is_named_for_what_it_is(name, kind, ranks_per_node):
-    text = open(os.path.join(DATA, name)).read()
+@pytest.mark.parametrize("path, kind", list(logs()) + list(logs(UNSEEN)), ids=lambda v: os.path.basename(str(v)))
+def test_each_recorded_failure_is_named_for_what_it_is(path, kind, ranks_per_node):
+    name = os.path.basename(path)
+    text = open(path, errors="replace").read()
     runs = {"node1": NodeRun("node1", exit_code=1, stderr=node_stderr(text, ranks_per_node)),
             "node2": NodeRun("node2", exit_code=1, stderr=node_stderr(OTHER_RANKS[-1], ranks_per_node))}
     cause = classify(runs, 600)

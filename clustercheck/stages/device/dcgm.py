@@ -132,6 +132,10 @@ def judge_dcgm(node: str, answer: Optional[Dict]) -> List[Finding]:
     return found
 
 
+def _run_name(level) -> str:
+    return f"dcgmi diag -r {level}" if level else "dcgmi diag"
+
+
 def by_test(results: List[DiagResult]) -> Dict[str, List[DiagResult]]:
     tests: Dict[str, List[DiagResult]] = {}
     for result in results:
@@ -142,7 +146,7 @@ def by_test(results: List[DiagResult]) -> Dict[str, List[DiagResult]]:
 def judge_diag(node: str, diag: Diag, level: int) -> List[Finding]:
     """One finding per kind of problem of each failed test (its GPUs named), one for what was skipped, one OK for
     what passed."""
-    which = f"dcgmi diag -r {level}" + (f" (DCGM {diag.version})" if diag.version else "")
+    which = _run_name(level) + (f" (DCGM {diag.version})" if diag.version else "")
     if diag.runtime_error:
         return [Finding("device.dcgm", Status.UNKNOWN, f"{which} could not run on {node}: {diag.runtime_error}", [],
                         KINDS["dcgm"][2], [node])]
@@ -206,7 +210,7 @@ def failed_test(node: str, level: int, test: str, results: List[DiagResult]) -> 
         codes = sorted({f"DCGM_FR_{c.name} ({c.id})" for _, c in said if c})
         evidence = [m.text for m, _ in said if m.text][:3] + ([f"DCGM code: {', '.join(codes)}"] if codes else [])
         findings.append(Finding("device.dcgm", status,
-                                f"dcgmi diag -r {level}: {test} {'warned' if warned_only else 'failed'} on {node}"
+                                f"{_run_name(level)}: {test} {'warned' if warned_only else 'failed'} on {node}"
                                 + (f", GPU {', '.join(map(str, gpus))}" if gpus else "") + f" ({what})",
                                 evidence or [f"{test}: {'Warn' if warned_only else 'Fail'}, no message"], remedy,
                                 [node]))

@@ -28,11 +28,11 @@ from clustercheck.stages.smoke.signatures import (
     LINK,
     OWN,
     ROOT,
-    SIGNATURES,
     Signature,
     is_error,
     is_warning,
     is_wrapper,
+    rank,
     ranks_of,
     signature_of,
 )
@@ -78,7 +78,8 @@ def torchrun_failures(text: str) -> List[Dict[str, str]]:
         root = section.startswith("Root Cause")
         for block in re.split(r"^\s*\[\d+\]:\s*$", section, flags=re.M)[1:]:
             entry = {}
-            for key, value in re.findall(r"^\s{2,}(\w+)\s*:\s*(.*)$", block.split("=====")[0], flags=re.M):
+            for key, value in re.findall(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$",
+                                         block.split("=====")[0], flags=re.M):    # indented, or pasted flush left
                 entry.setdefault(key, value.strip())
             if entry:
                 entry["root"] = "yes" if root else ""
@@ -183,8 +184,8 @@ def _unit_cause(hits: List[Hit]) -> List[Hit]:
             if tiered:
                 return tiered
             continue
-        first = min(SIGNATURES.index(h.signature) for h in tiered)
-        return [h for h in tiered if SIGNATURES.index(h.signature) == first]
+        first = min(rank(h.signature) for h in tiered)
+        return [h for h in tiered if rank(h.signature) == first]
     return []
 
 
@@ -242,8 +243,8 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[flo
 
 
 def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeRun]) -> Cause:
-    signature = min((u[0].signature for u in units), key=SIGNATURES.index)
-    hits = [h for u in units if u[0].signature is signature for h in u]
+    signature = min((u[0].signature for u in units), key=rank)
+    hits = [h for u in units if u[0].signature.kind == signature.kind for h in u]
     nodes = list(dict.fromkeys(h.node for h in hits))
     evidence = [f"{node}: {next(h.line for h in hits if h.node == node)[:300]}" for node in nodes]
     ranks = sorted({h.rank for h in hits if h.rank is not None})
@@ -271,9 +272,23 @@ def _unclassified(units: List[List[Hit]], runs: Dict[str, NodeRun], roots) -> Ca
         ranks = [_entry_ranks(entry)[0]]
     local = [] if ranks else sorted({h.local_rank for h in hits if h.local_rank is not None}
                                     or {lr for n in nodes for lr in launcher_local_ranks(runs[n])})
-    last = list(dict.fromkeys(h.line for h in hits))[-3:]
-    return Cause(UNCLASSIFIED, nodes, ranks, [f"{h.node}: {h.line[:300]}" for h in hits if h.line in last][-3:],
-                 f"could not classify the failure; its last error: {last[-1][:160]}", REMEDY_UNCLASSIFIED, local)
+    lines = list(dict.fromkeys(h.line for h in hits))
+    root = root_exception(lines)
+    shown = [root] + [line for line in lines[-2:] if line != root]
+    return Cause(UNCLASSIFIED, nodes, ranks, [f"{next(h.node for h in hits if h.line == line)}: {line[:300]}"
+                                              for line in shown],
+                 f"could not classify the failure; its first error: {root[:160]}", REMEDY_UNCLASSIFIED, local)
+
+
+_SECONDARY = re.compile(r"Exception ignored in|__del__|during handling of the above exception|"
+                        r"direct cause of the following exception", re.I)
+
+
+def root_exception(lines: List[str]) -> str:
+    """The exception raised first (not the last printed, not one raised while handling it, not a destructor's):
+    the first error line that is not a launcher's wrapper."""
+    errors = [line for line in lines if is_error(line) and not is_wrapper(line) and not _SECONDARY.search(line)]
+    return errors[0] if errors else lines[-1]
 
 
 def hang_cause(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[float],

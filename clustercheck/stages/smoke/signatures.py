@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from clustercheck.vocabulary import read_line
 
 ROOT, OWN, LINK, FAILED, ECHO = 0, 1, 2, 3, 4
 REMEDY_NET = "run clustercheck net and bench: a blocked port, a wrong interface (NCCL_SOCKET_IFNAME) or a dead peer"
@@ -32,7 +34,7 @@ REMEDY_NET = "run clustercheck net and bench: a blocked port, a wrong interface 
 class Signature:
     kind: str
     tier: int
-    pattern: "re.Pattern[str]"
+    pattern: Optional["re.Pattern[str]"]     # None: an entry of the error spaces (clustercheck/vocabulary)
     summary: str
     remedy: str
 
@@ -150,7 +152,7 @@ WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|ProcessRaisedExceptio
                      r"process \d+ terminated with exit code|terminated with the following error|"
                      r"returned non-zero exit status|"
                      r"^\s*(?:Traceback|Root Cause|Failures:)|"
-                     r"^\s{2,}(?:time|host|rank|exitcode|error_file|traceback)\s*:")
+                     r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")
 
 
 def is_warning(line: str) -> bool:
@@ -162,8 +164,29 @@ def is_warning(line: str) -> bool:
     return bool(_WARNING.search(body)) and not _ERROR_AT_WARN_LEVEL.search(line)
 
 
+# Which cause says most when one rank shows several, most telling first: the scheduler's verdict ends everything,
+# a cause of the node's own outranks what its kernels or its peers then report.
+KIND_ORDER = ["scheduler", "op-build", "import", "launch-args", "duplicate-gpu", "gpu-hardware", "cuda-build",
+              "cuda-setup", "oom", "host-oom", "shm", "open-files", "disk-full", "ssh", "permission", "missing-file",
+              "hostname", "port-in-use", "overflow", "killed", "ib", "cuda-error", "code", "crashed", "watchdog",
+              "network", "nccl", "rendezvous", "peer-lost", "comms"]
+_FROM_SPACES: Dict[Tuple[str, str], Signature] = {}
+
+
+def rank(signature: Signature) -> int:
+    """How telling a cause is among those one rank showed (lower: more)."""
+    return KIND_ORDER.index(signature.kind) if signature.kind in KIND_ORDER else len(KIND_ORDER)
+
+
 def signature_of(line: str) -> Optional[Signature]:
-    """The cause a line shows, or None."""
+    """The cause a line shows, or None: the entry of the error spaces it names (clustercheck/vocabulary), refined
+    by its context, else a pattern of the project's own (a build, a loss, DeepSpeed's and Gloo's words)."""
+    meaning = read_line(line)
+    if meaning is not None:
+        key = (meaning.kind, meaning.summary)
+        if key not in _FROM_SPACES:
+            _FROM_SPACES[key] = Signature(meaning.kind, meaning.tier, None, meaning.summary, meaning.remedy)
+        return _FROM_SPACES[key]
     return next((s for s in SIGNATURES if s.pattern.search(line)), None)
 
 

@@ -1,0 +1,229 @@
+"""A user's own job logs read as the classifier reads a run: every line that could say something, with the node
+and rank it came from, streamed in chunks so that a 1 GB log is read at disk speed in bounded memory.
+
+Where a line came from is recovered from what the log says: torchrun's `[rank3]:` and `[default1]:`, srun's
+`--label` (`3: `), Open MPI's `--tag-output` (`[1,3]<stderr>:`), a host prefix (pdsh, DeepSpeed's launcher:
+`gpu-node-2: `), NCCL's `host:pid:tid [dev]`, Ray's `(pid=N, ip=10.0.0.2)`, or the file's own name in a
+directory of per-rank files (`node3-rank12.log`, `slurm-1234_5.out`). What cannot be told is one node, the file.
+
+Bad input is said before anything is read: a missing path, a directory of more files than a job writes, an
+empty or binary file, a log that is not UTF-8 (UTF-16 from Windows) are exit 64 naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Tuple
+
+try:   # RE2 (google-re2) scans for many words at once in linear time: Python's re would be 10x slower here
+    import re2 as fast_re
+except ImportError:    # pragma: no cover - the package depends on it; a slower scan, the same lines
+    fast_re = re
+
+from clustercheck.core.errors import InputError
+from clustercheck.explain.recorded import kind_of as recorded_kind
+
+CHUNK = 8 * 2 ** 20
+MAX_LINE = 64 * 1024          # a longer line is read cut (said in the result)
+MAX_FILES = 4096              # a directory with more is not one job's logs
+KEPT_PER_NODE = 20000         # lines kept per node: the first half and the last half of those that matter
+SNIFF = 64 * 1024
+NUL = b"\0"
+RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
+
+# A line worth reading: errors and warnings in their many forms, signals and exits, launchers' and schedulers'
+# summaries. Everything else (progress, NCCL INFO, losses) is skipped in C speed, never decoded.
+CANDIDATE = fast_re.compile(
+    rb"(?m)Error|error|ERROR|WARN|Exception|FAIL|[Ff]ailed|[Ff]ailure|Fatal|fatal|Traceback|[Ss]ignal|SIG[A-Z]|"
+    rb"exitcode|exit code|exit status|return code|Killed|killed|CANCELLED|PREEMPT|Errno|errno|[Tt]imed out|timeout|"
+    rb"refused|[Dd]enied|No space|Too many|No route|unreachable|core dumped|Bus error|Segmentation|Aborted|"
+    rb"Assertion|assert|undefined symbol|No module|not found|oom|OOM|out of memory|Duplicate|NCCL|nccl|CUDA|cuda|"
+    rb"Xid|ssh|resolve|[Uu]nknown host|nan\b|NaN|\binf\b|Inf\b|overflow|loss scale|ninja|nvcc|Root Cause|"
+    rb"Failures:|^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")
+_INFO = re.compile(rb"NCCL INFO")             # NCCL's own INFO lines are many, and errors only where they say so
+_INFO_SAYS = re.compile(rb"WARN|returned|failed|rror|retrying|refused|timed out")
+
+
+@dataclass
+class LogView:
+    """What the logs said, node by node (each node's lines as the classifier reads them)."""
+
+    lines: Dict[str, List[str]] = field(default_factory=dict)
+    files: List[str] = field(default_factory=list)
+    bytes_read: int = 0
+    candidates: int = 0
+    cut_lines: int = 0
+    skipped: List[str] = field(default_factory=list)     # files in a directory that are not logs, and why
+    recorded: Dict[str, str] = field(default_factory=dict)   # file -> its text: an output clustercheck reads
+
+    def add(self, node: str, line: str) -> None:
+        kept = self.lines.setdefault(node, [])
+        if len(kept) >= KEPT_PER_NODE:      # keep the first half as it is, the rest a sliding window
+            del kept[KEPT_PER_NODE // 2]
+        kept.append(line)
+
+
+def input_files(paths: List[str]) -> List[str]:
+    """The files to read: each path a file, or a directory of files (two levels down); bad input names the path."""
+    files: List[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise InputError("no such file or directory", path)
+        if os.path.isdir(path):
+            found = []
+            for root, dirs, names in os.walk(path):
+                depth = root[len(path):].count(os.sep)
+                dirs[:] = [d for d in dirs if not d.startswith(".")] if depth < 1 else []
+                found += [os.path.join(root, n) for n in sorted(names) if not n.startswith(".")]
+                if len(found) > MAX_FILES:
+                    raise InputError(f"a directory of more than {MAX_FILES:,} files is not one job's logs: name "
+                                     f"the rank logs, or a directory holding only them", path)
+            if not found:
+                raise InputError("an empty directory: no log to read", path)
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def check_text(path: str, head: bytes, in_directory: bool) -> str:
+    """Why this file cannot be read as a log ("" when it can)."""
+    if not head:
+        return "an empty file"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text (a Windows log?): convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+    if b"\0" in head:
+        return f"a binary file (a NUL byte at offset {head.index(NUL)})"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:      # not a character cut by the sniff's end
+            bad = sum(1 for b in head if b >= 0x80) / len(head)
+            if bad > 0.01:
+                return f"not UTF-8 text (byte {head[exc.start:exc.start + 1]!r} at offset {exc.start})"
+    return ""
+
+
+# ---- where a line came from ------------------------------------------------------------------------------
+_MPI = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?")
+_SRUN = re.compile(r"^\s{0,3}(\d{1,5}): ")
+_HOST = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}|[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*)\s?: (?=\S)")
+_NCCL_HOST = re.compile(r"^([A-Za-z0-9][\w.-]*):\d+:\d+ \[(\d+)\]")
+_RAY = re.compile(r"^\((?:\w+ )?pid=\d+(?:, ip=([\d.]+))?\)\s?")
+_FILE_RANK = re.compile(r"(?:rank|proc|task|worker)[_-]?(\d+)", re.I)
+
+
+def origin(line: str, default_node: str) -> Tuple[str, str]:
+    """(node, the line as the classifier reads it): launcher prefixes turned into the rank markers it knows,
+    a host prefix into the node."""
+    node = default_node
+    match = _RAY.match(line)
+    if match:
+        node, line = match.group(1) or node, line[match.end():]
+    match = _MPI.match(line)
+    if match:
+        return node, f"[rank{match.group(1)}]: {line[match.end():]}"
+    match = _SRUN.match(line)
+    if match and not line.lstrip().startswith(("0x", "1:1")):
+        return node, f"[rank{int(match.group(1))}]: {line[match.end():]}"
+    match = _HOST.match(line)
+    if match and re.search(r"\d|-", match.group(1)) and not match.group(1).isdigit():   # a host name, not a word
+        node, line = match.group(1), line[match.end():]
+    match = _NCCL_HOST.match(line)
+    if match:
+        return match.group(1), line
+    return node, line
+
+
+def node_of_file(path: str, several: bool) -> str:
+    """A per-rank file's node (its name without the rank part), else the file."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if not several:
+        return "log"
+    return _FILE_RANK.sub("", stem).strip("-_.") or stem
+
+
+def rank_of_file(path: str) -> Optional[int]:
+    match = _FILE_RANK.search(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
+# ---- streaming -------------------------------------------------------------------------------------------
+def candidate_lines(handle) -> Iterator[Tuple[bytes, bool]]:
+    """(line, cut) for each line a CANDIDATE word is in, read in chunks: the other lines are never decoded."""
+    carry = b""
+    while True:
+        chunk = handle.read(CHUNK)
+        if not chunk and not carry:
+            return
+        data = carry + chunk
+        if chunk:
+            cut = data.rfind(b"\n")
+            if cut < 0:            # one line longer than a chunk: read its start, skip to its end
+                if len(data) > MAX_LINE:
+                    yield data[:MAX_LINE], True
+                    carry = b""
+                    for rest in iter(lambda: handle.read(CHUNK), b""):
+                        if b"\n" in rest:
+                            carry = rest[rest.index(b"\n") + 1:]
+                            break
+                else:
+                    carry = data
+                continue
+            data, carry = data[:cut + 1], data[cut + 1:]
+        else:
+            carry = b""
+        last = -1
+        for match in CANDIDATE.finditer(data):
+            start = data.rfind(b"\n", 0, match.start()) + 1
+            if start <= last:
+                continue
+            end = data.find(b"\n", match.end())
+            end = len(data) if end < 0 else end
+            last = end
+            line = data[start:min(end, start + MAX_LINE)]
+            if _INFO.search(line) and not _INFO_SAYS.search(line):
+                continue
+            yield line, end - start > MAX_LINE
+        if not chunk:
+            return
+
+
+def read_logs(paths: List[str]) -> LogView:
+    files = input_files(paths)
+    view = LogView()
+    several = len(files) > 1
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(SNIFF)
+                problem = check_text(path, head, several)
+                if problem:
+                    if path in paths:       # named by the user: bad input; one of a directory's: skipped, said
+                        raise InputError(f"cannot be read as a log: {problem}", path)
+                    view.skipped.append(f"{path}: {problem}")
+                    continue
+                view.files.append(path)
+                if recorded_kind(head.decode("utf-8", "replace")):
+                    view.recorded[path] = (head + handle.read(RECORDED_MAX)).decode("utf-8", "replace")
+                    view.bytes_read += handle.tell()
+                    continue
+                handle.seek(0)
+                node = node_of_file(path, several)
+                file_rank = rank_of_file(path) if several else None
+                for raw, cut in candidate_lines(handle):
+                    line = raw.decode("utf-8", "replace").rstrip("\r")
+                    view.candidates += 1
+                    view.cut_lines += cut
+                    where, said = origin(line, node)
+                    if file_rank is not None and not said.startswith("[rank"):
+                        said = f"[rank{file_rank}]: {said}"
+                    view.add(where, said)
+                view.bytes_read += handle.tell()
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc.strerror})", path) from None
+    if not view.files:
+        raise InputError("none of the files can be read as a log: " + "; ".join(view.skipped[:3]), paths[0])
+    return view
