@@ -2,6 +2,7 @@
 network namespaces, a link slowed with tc tbf, a node killed mid-sweep."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -112,3 +113,27 @@ def test_a_node_killed_mid_sweep_is_named_and_nothing_is_left_running(box, tmp_p
     assert f"{victim.name} went down mid-run" in finding["summary"]
     assert elapsed < 60, elapsed      # the peers notice at once, not at the 120 s deadline
     assert gone("clustercheck_bench_worker") and gone("torch.distributed.run")
+
+
+def test_nccl_s_log_is_captured_per_rank_read_on_the_nodes_and_removed_never_on_the_console(box, tmp_path):
+    """Issue 38, the plumbing where it can run: Gloo here, so each rank writes a recorded NCCL INFO log where
+    the environment file's NCCL_DEBUG_FILE tells it (as NCCL does on GPUs); each node reads its own files,
+    sends back the summary, and removes them; the console shows none of it; the report has the path table."""
+    recorded = os.path.join(os.path.dirname(__file__), "data", "nccl-logs",
+                            "socket-ansiprefix-2.7.8-pytorch-issue-68893.txt")
+    path = nodes_file(box, tmp_path, 2)
+    for node in box.nodes[:2]:
+        faults.set_env(box, node.name, f"CLUSTERCHECK_TEST_NCCL_LOG={recorded}")
+    env = dict(os.environ, CLUSTERCHECK_TEST_CAPTURE_NCCL="1")
+    proc = subprocess.run(bench_argv(box, path, "-b", "1K", "-e", "4K", "-n", "1", "-w", "0", "--pairwise", "off",
+                                     "--nproc-per-node", "2"),
+                          capture_output=True, text=True, timeout=240, env=env)
+    doc = json.loads(proc.stdout)
+    paths = doc["nccl_paths"]
+    assert sorted(paths) == sorted(n.name for n in box.nodes[:2]), paths
+    # two rank processes per node, two files read there (the recording's own host and pid inside each)
+    assert all(p["files"] == 2 and p["between"].startswith("NET/Socket") for p in paths.values()), paths
+    assert "NCCL INFO" not in proc.stderr and "NCCL INFO" not in proc.stdout.split('"nccl_paths"')[0]
+    for node in box.nodes[:2]:
+        left = faults.node_exec(box, node.name, ["sh", "-c", "ls /tmp/*/nccl.*.log 2>/dev/null | wc -l"]).stdout
+        assert left.strip() == "0"

@@ -24,6 +24,7 @@ except ImportError:    # pragma: no cover - the package depends on it; a slower 
 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
+from clustercheck.onnode import ncclpath
 
 CHUNK = 8 * 2 ** 20
 MAX_LINE = 64 * 1024          # a longer line is read cut (said in the result)
@@ -57,6 +58,8 @@ class LogView:
     cut_lines: int = 0
     skipped: List[str] = field(default_factory=list)     # files in a directory that are not logs, and why
     recorded: Dict[str, str] = field(default_factory=dict)   # file -> its text: an output clustercheck reads
+    nccl_ranks: Dict = field(default_factory=dict)            # NCCL's own lines, read by onnode/ncclpath.py
+    nccl_job: Dict = field(default_factory=dict)
 
     def add(self, node: str, line: str) -> None:
         kept = self.lines.setdefault(node, [])
@@ -184,8 +187,6 @@ def candidate_lines(handle) -> Iterator[Tuple[bytes, bool]]:
             end = len(data) if end < 0 else end
             last = end
             line = data[start:min(end, start + MAX_LINE)]
-            if _INFO.search(line) and not _INFO_SAYS.search(line):
-                continue
             yield line, end - start > MAX_LINE
         if not chunk:
             return
@@ -215,6 +216,10 @@ def read_logs(paths: List[str]) -> LogView:
                 file_rank = rank_of_file(path) if several else None
                 for raw, cut in candidate_lines(handle):
                     line = raw.decode("utf-8", "replace").rstrip("\r")
+                    if b"NCCL" in raw:
+                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job)   # the path NCCL took
+                        if _INFO.search(raw) and not _INFO_SAYS.search(raw):
+                            continue
                     view.candidates += 1
                     view.cut_lines += cut
                     where, said = origin(line, node)

@@ -13,6 +13,7 @@ from clustercheck.core.result import Finding, Status, worst
 from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.explain.reader import LogView, read_logs
 from clustercheck.explain.recorded import judge_recorded
+from clustercheck.node.nccl_paths import judge_paths, paths_by_host
 from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import UNCLASSIFIED, Cause, classify
 from clustercheck.stages.smoke.signatures import is_error, is_warning, signature_of
@@ -23,6 +24,7 @@ class Explained:
     view: LogView
     findings: List[Finding] = field(default_factory=list)
     cause: Dict = field(default_factory=dict)
+    nccl: Dict = field(default_factory=dict)       # host -> the path NCCL's lines say it took
 
     @property
     def exit_code(self) -> int:
@@ -70,13 +72,18 @@ def explain(paths: List[str]) -> Explained:
                         "local_ranks": cause.local_ranks, "summary": cause.summary, "remedy": cause.remedy,
                         "evidence": cause.evidence}
         result.findings.insert(0, cause_finding(cause))
-    elif not view.recorded:
+    elif not view.recorded and not any(r["lines"] for r in view.nccl_ranks.values()):
         result.findings.append(Finding("explain.nothing", Status.UNKNOWN,
                                        f"nothing in {len(view.files)} file(s) ({view.bytes_read:,} bytes) reads as a "
                                        f"failure or as an output clustercheck knows", [],
                                        "is this the failing job's log (its stderr, all ranks)? a log cut before the "
                                        "error says nothing; clustercheck explain reads torchrun, DeepSpeed, "
                                        "accelerate and Slurm logs, nvidia-smi, dcgmi, dmesg and nccl-tests outputs"))
+    if view.nccl_ranks:
+        paths = paths_by_host({"ranks": [r for r in view.nccl_ranks.values() if r["lines"]]})
+        result.nccl = {node: {"between": p.between(), "inside": p.inside(), "versions": p.versions,
+                              "bootstrap": p.bootstrap} for node, p in paths.items()}
+        result.findings += judge_paths(paths)
     if view.cut_lines:
         result.findings.append(Finding("explain.cut", Status.OK, f"{view.cut_lines} line(s) longer than "
                                                                  f"{64 * 1024:,} characters were read cut"))
@@ -92,6 +99,7 @@ def render(result: Explained, as_json: bool, verbose: bool) -> str:
     if as_json:
         return json.dumps({**json_header("explain", result.findings), "cause": result.cause or None,
                            "files": view.files, "bytes": view.bytes_read, "nodes": sorted(view.lines),
-                           "recorded": sorted(view.recorded), "skipped": view.skipped}, indent=1)
+                           "recorded": sorted(view.recorded), "skipped": view.skipped, "nccl_paths": result.nccl},
+                          indent=1)
     return "\n".join([f"clustercheck explain: {len(view.files)} file(s), {view.bytes_read:,} bytes, "
                       f"{len(view.lines)} source(s) of lines", "", *findings_lines(result.findings, verbose)])

@@ -324,6 +324,8 @@ def main():
     if config["backend"] == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(config["backend"], timeout=datetime.timedelta(seconds=config.get("op_timeout", 60)))
+    if rank_faults:
+        rank_faults.write_nccl_log()
     harness = Harness(config)
     me = {"node": os.environ.get("CLUSTERCHECK_NODE") or socket.gethostname(),
           "local_rank": int(os.environ.get("LOCAL_RANK", "0")), "pid": os.getpid()}

@@ -229,6 +229,11 @@ def collect_builds(args):
     return {"root": root, "locks": locks, "compiling": compiling() if locks else None}
 
 
+def collect_gpudirect(args):
+    """The kernel modules GPUDirect RDMA needs, loaded or not (nvidia_peermem; nv_peer_mem before driver 470)."""
+    return {"modules": [name for name in ("nvidia_peermem", "nv_peer_mem") if os.path.isdir("/sys/module/" + name)]}
+
+
 def collect_tools(args):
     return {"pdsh": shutil.which("pdsh"), "path": os.environ.get("PATH", "")}
 
@@ -267,7 +272,8 @@ def collect_deep(args):
 MISSING = {}
 SECTIONS = [("host", collect_host), ("python", collect_python), ("packages", collect_packages),
             ("gpu", collect_gpus), ("nvcc", collect_nvcc), ("net", collect_net),
-            ("infiniband", lambda args: collect_infiniband()), ("limits", collect_limits),
+            ("infiniband", lambda args: collect_infiniband()), ("gpudirect", collect_gpudirect),
+            ("limits", collect_limits),
             ("storage", collect_storage), ("builds", collect_builds), ("tools", collect_tools),
             ("kernel_log", collect_kernel_log),
             ("env", collect_env)]

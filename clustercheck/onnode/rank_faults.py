@@ -8,7 +8,10 @@ or a test sets it); RANK and STEP are numbers:
 - CLUSTERCHECK_TEST_FREEZE_AT=STEP:RANK   that rank stops itself (SIGSTOP) after that step
                                           (for bench, the step is the message size);
 - CLUSTERCHECK_TEST_STDERR_BYTES=N        every rank writes N bytes to stderr when training starts,
-                                          as NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL do.
+                                          as NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL do;
+- CLUSTERCHECK_TEST_NCCL_LOG=FILE          every rank writes FILE (a recorded NCCL INFO log) where its
+                                          NCCL_DEBUG_FILE says, as NCCL does on GPUs (on Gloo NCCL writes
+                                          nothing): the capture's plumbing proven on the sandbox.
 
 train_entry.py registers them on the trainer's Callbacks; bench's worker calls freeze_if_due.
 Nothing here raises on a malformed value: the fault is simply off.
@@ -68,3 +71,18 @@ def install(callbacks) -> None:
     callbacks.lr.append(scaled_lr)
     callbacks.loss.append(poisoned_loss)
     callbacks.phase.append(loud)
+
+
+def write_nccl_log() -> None:
+    """CLUSTERCHECK_TEST_NCCL_LOG: the recorded log written to NCCL_DEBUG_FILE (%h: host, %p: pid), only where
+    the rank's environment asks NCCL for a file."""
+    recorded, target = os.environ.get("CLUSTERCHECK_TEST_NCCL_LOG"), os.environ.get("NCCL_DEBUG_FILE")
+    if not recorded or not target:
+        return
+    import socket
+    path = target.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
+    try:
+        with open(recorded) as source, open(path, "w") as handle:
+            handle.write(source.read())
+    except OSError:
+        pass

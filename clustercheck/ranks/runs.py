@@ -7,7 +7,7 @@ Pure data and text: the judges of bench and smoke read these without the launche
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from clustercheck.ranks.forensics import Forensics
 
@@ -40,6 +40,7 @@ class LaunchResult:
 
     stalled_s: Optional[float] = None    # stopped after this long without progress (None: it did not stall)
     forensics: Optional[Forensics] = None  # who was stuck where, from the stacks taken before it was stopped
+    nccl: Optional[Any] = None             # ranks/nccl_capture.Capture: the path NCCL took, per node
 
     def events(self, kind: str) -> List[Dict]:
         return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
@@ -64,6 +65,8 @@ class Launch:
     config: Dict = field(default_factory=dict)   # recorded with the stage
     stall_s: Optional[float] = None              # no progress for this long (once there was some): a hang
     stall_cap_s: Optional[float] = None          # the adaptive window never grows past this (bench: its op timeout)
+    capture_nccl: bool = False                   # NCCL's INFO log to a file per rank, summarised per node
+    keep_logs: bool = False                      # and the files kept in the run directory
 
 
 LAUNCHERS = {"srun": "torchrun on every node through Slurm job steps (srun --overlap)",

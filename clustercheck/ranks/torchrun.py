@@ -11,6 +11,7 @@ scripts also ask the kernel to kill them when torchrun dies (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
+from clustercheck.ranks.nccl_capture import plan_capture, read_captured
 from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
 from clustercheck.ranks.stack_gather import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
@@ -207,6 +209,9 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
     run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
     runs = {n.name: NodeRun(n.name) for n in nodes}
+    capture = plan_capture(forwarded_env(), launch.keep_logs) if launch.capture_nccl else None
+    if capture is not None:
+        launch = dataclasses.replace(launch, env={**capture.env, **launch.env})
     started = time.monotonic()
     handles = start_all(cluster, nodes, probed, launch, run_id, runs)
     clock = StallClock(launch)
@@ -232,9 +237,13 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         for thread in threads:
             thread.join(timeout=2.0)
         collect(runs, handles)
+        if capture is not None:
+            run_dirs = {n: os.path.dirname(path) for n, path in launch.script_paths.items()}
+            capture = read_captured(cluster, [n for n in nodes if n.name in handles], run_dirs, capture, runs,
+                                    forwarded_env())
     launched = {"launcher": launcher_of(cluster, nodes)}
     return LaunchResult(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
-                        forensics)
+                        forensics, capture)
 
 
 def launcher_of(cluster: Cluster, nodes: Sequence[Node]) -> str:

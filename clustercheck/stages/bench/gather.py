@@ -11,6 +11,7 @@ and the figures (figures.py) computed once from them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -27,6 +28,9 @@ from clustercheck.stages.bench.options import BenchOptions, format_size
 from clustercheck.stages.bench.table import COLLECTIVES, bandwidths
 from clustercheck.transport.fanout import Cluster
 
+# Test-only: capture NCCL's log on Gloo too, where NCCL writes none (the sandbox's ranks write a recorded one,
+# onnode/rank_faults.py), so that the capture's plumbing is proven where no GPU is.
+CAPTURE_ON_GLOO = "CLUSTERCHECK_TEST_CAPTURE_NCCL"
 GLOO_DEFAULTS = dict(min_bytes=1024, max_bytes=64 * 2 ** 20, step_factor=4, iters=20, warmup=5)
 NCCL_DEFAULTS = dict(min_bytes=8, max_bytes=2 ** 30, step_factor=2, iters=20, warmup=5)
 
@@ -85,7 +89,9 @@ def gather_bench(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
         facts.stages.append(run_torchrun(cluster, nodes, probed, Launch(
             "torchrun", paths, [json.dumps(config, separators=(",", ":"))], facts.nproc, options.rdzv_port,
             options.timeout_s, env, config, stall_s=options.stall_s,
-            stall_cap_s=0.8 * options.op_timeout_s), progress))   # before a stuck collective times out
+            stall_cap_s=0.8 * options.op_timeout_s,               # before a stuck collective times out
+            capture_nccl=facts.backend == "nccl" or bool(os.environ.get(CAPTURE_ON_GLOO)), keep_logs=options.keep_logs),
+            progress))
     return facts
 
 

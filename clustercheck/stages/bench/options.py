@@ -118,6 +118,10 @@ class BenchOptions:
              "test starting\" line nor in its file name.")
     config_path: Optional[str] = opt("--config", type=click.Path(dir_okay=False),
                                      help="Thresholds file ([bench] expected_busbw, expected_fraction).")
+    keep_logs: bool = opt("--keep-logs", is_flag=True, default=False,
+                          help="Keep the ranks' NCCL INFO logs (nccl.HOST.PID.log in each node's run directory) "
+                               "that the path NCCL took is read from; by default they are removed with the run.")
+
 
     def __post_init__(self):
         self.stall_s = resolve_stall_window(self.stall_s, 45.0, {"--op-timeout": self.op_timeout_s,

@@ -9,9 +9,11 @@ from tabulate import tabulate
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
 from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
+from clustercheck.node.nccl_paths import PATH_HEADERS, path_rows
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.runs import launched_by
 from clustercheck.stages.bench.facts import BenchFacts
+from clustercheck.stages.bench.rules import nccl_paths
 from clustercheck.stages.bench.table import format_table, peak
 
 
@@ -79,6 +81,12 @@ def pair_matrix(facts: BenchFacts, tablefmt: str) -> Optional[str]:
     return tabulate(table, headers=["GB/s"] + names, tablefmt=tablefmt)
 
 
+def nccl_path_table(facts: BenchFacts, tablefmt: str) -> str:
+    """Per node, the path NCCL took inside the node and between nodes ("" where none was captured)."""
+    rows = path_rows(nccl_paths(facts))
+    return tabulate(rows, headers=PATH_HEADERS, tablefmt=tablefmt) if rows else ""
+
+
 def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
     names = [n.name for n in facts.nodes]
     lines = [f"clustercheck bench: {len(names)} node{'s' if len(names) != 1 else ''} ({fold(names)}), "
@@ -90,6 +98,9 @@ def render_terminal(facts: BenchFacts, findings: Sequence[Finding], verbose: boo
     rounds = search_rounds(facts, "simple")
     if rounds:
         lines += ["pair rounds (adaptive search), both directions at once:", rounds, ""]
+    paths = nccl_path_table(facts, "simple")
+    if paths:
+        lines += ["the path NCCL took (its own INFO lines):", paths, ""]
     lines += findings_lines(findings, verbose)
     return "\n".join(lines)
 
@@ -99,6 +110,9 @@ def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
         **json_header("bench", findings),
         "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
         "problems": facts.problems,
+        "nccl_paths": {node: {"between": p.between(), "inside": p.inside(), "versions": p.versions,
+                              "bootstrap": p.bootstrap, "ranks": len(p.ranks), "files": p.files}
+                       for node, p in nccl_paths(facts).items()},
         "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,
                     "rows": facts.figures.rows, "pairs": s.events("pair"), "budget": s.events("budget"),
                     "nodes": {n: {"exit_code": r.exit_code, "lost": r.lost, "error": r.error}
@@ -120,6 +134,9 @@ def render_markdown(facts: BenchFacts, findings: Sequence[Finding], command: str
     rounds = search_rounds(facts, "github")
     if rounds:
         out += ["## Pair rounds (adaptive search)", "", rounds, ""]
+    paths = nccl_path_table(facts, "github")
+    if paths:
+        out += ["## The path NCCL took", "", paths, ""]
     for image in images:
         out += [f"![{image}]({image})", ""]
     return "\n".join(out)

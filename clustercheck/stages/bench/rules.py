@@ -13,6 +13,8 @@ from typing import Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
+from clustercheck.node.nccl_paths import NodePath
+from clustercheck.ranks.nccl_capture import capture_findings, captured_paths
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
 from clustercheck.ranks.runs import LaunchResult
@@ -315,6 +317,24 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     return findings
 
 
+def nccl_paths(facts: BenchFacts) -> Dict[str, NodePath]:
+    return captured_paths(facts.stages)
+
+
+def nccl_verdict(facts: BenchFacts) -> List[Finding]:
+    return capture_findings(facts.stages, facts.probed)
+
+
+def with_paths(findings: List[Finding], facts: BenchFacts) -> List[Finding]:
+    """A slow node's finding says the path NCCL took there (the first place to look)."""
+    paths = nccl_paths(facts)
+    for finding in findings:
+        if finding.check == "bench.pairwise.node" and paths:
+            finding.evidence = [f"{node}: NCCL between nodes {paths[node].between()}" for node in finding.nodes
+                                if node in paths and paths[node].ranks] + finding.evidence
+    return findings
+
+
 def judge_bench(facts: BenchFacts, expect: Expectations, timeout_s: float) -> List[Finding]:
     findings = participation(facts)
     for stage in facts.stages:
@@ -323,7 +343,8 @@ def judge_bench(facts: BenchFacts, expect: Expectations, timeout_s: float) -> Li
     findings += bandwidth(facts, expect)
     findings += against_baseline(facts, expect)
     findings += budget_stops(facts)
-    findings += pairwise_verdict(facts)
+    findings += with_paths(pairwise_verdict(facts), facts)
+    findings += nccl_verdict(facts)
     if not facts.stages and not facts.problems:
         findings.append(Finding("bench", Status.WARN, "nothing was measured", [], "name collectives to run", []))
     return findings

@@ -84,6 +84,9 @@ class BenchStage(Stage):
         rounds = render.search_rounds(result.facts, "github")
         if rounds:
             out += ["### Pair rounds (adaptive search)", "", rounds, ""]
+        paths = render.nccl_path_table(result.facts, "github")
+        if paths:
+            out += ["### The path NCCL took, per node", "", paths, ""]
         return out + [f"![{image}]({image})" for image in images] + [""]
 
     def report_json(self, result: StageResult) -> Dict:

@@ -92,15 +92,16 @@ def gather_smoke(cluster: Cluster, nodes: Sequence[Node], probed: List[Probed], 
               "precision": options.precision, "model": options.model, "deepspeed": options.deepspeed,
               "lora_rank": options.lora_rank if options.lora else None}
     started = time.monotonic()
+    nccl = choose_backend(probed, "auto") == "nccl"     # NCCL's own account of its path, on GPUs
     try:
         facts.stage = run_torchrun(cluster, nodes, probed, Launch(
             "train", paths, trainer_args(options, facts.save_dir), facts.nproc, options.rdzv_port, options.timeout_s,
-            config=config, stall_s=options.stall_s), progress)
+            config=config, stall_s=options.stall_s, capture_nccl=nccl), progress)
         left_s = options.timeout_s - (time.monotonic() - started)
         if ended_well(facts.stage, facts.summary) and left_s > 5:
             facts.resume = run_torchrun(cluster, nodes, probed, Launch(
                 "resume", paths, trainer_args(options, facts.save_dir, resume=True), facts.nproc, options.rdzv_port,
-                left_s, config=config, stall_s=options.stall_s), progress)
+                left_s, config=config, stall_s=options.stall_s, capture_nccl=nccl), progress)
     finally:
         if options.checkpoint_dir:   # the run directory (and a checkpoint in it) goes with the connection
             cluster.run(f"rm -rf {shlex.quote(facts.save_dir)}", 60.0, nodes)

@@ -16,6 +16,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, gpus
 from clustercheck.planner.fit import mode_fit
+from clustercheck.ranks.nccl_capture import capture_findings
 from clustercheck.ranks.runs import ABORT_MARKS, LaunchResult, aborted_at_exit, ended_well
 from clustercheck.ranks.stacks import ranges
 from clustercheck.stages.smoke.classify import classify
@@ -197,6 +198,7 @@ def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_
     findings = cannot_take_part(facts) + memory_plan(facts)
     if facts.stage is None:
         return findings
+    findings += capture_findings([facts.stage, facts.resume], facts.probed)   # NCCL's path, where it ran
     if not ended_well(facts.stage, facts.summary):
         return findings + [failure(facts, facts.stage, timeout_s)]
     findings += aborts_at_exit(facts.stage, facts.resume)

@@ -1,0 +1,114 @@
+"""Reading NCCL's own log for the path it took (issue 38): the node-side reader on what 8 ranks of a 1,000-rank
+job write, and the capture's node-side step as a whole.
+
+    python benchmarks/ncclpath.py            # no sandbox, no root
+    python benchmarks/ncclpath.py --mb-per-rank 8
+
+The logs are built from a real 2-node IB log (tests/data/nccl-logs/ib-gdr-cumem-2node-h20-nccl-issue-1189.txt):
+its lines repeated with the rank and channel numbers a 1,000-rank job prints until each of 8 files holds
+--mb-per-rank MB (NCCL_DEBUG=INFO with INIT,NET,ENV,BOOTSTRAP). Targets: well under a second per node; the
+references, measured in the same run: Python reading the same lines and doing nothing with them, and `wc -l`.
+The capture's cost to bench (target: at most 5% of its wall) is its node-side step: measured here through the
+local transport (a real shell, the reader shipped as on a node, the files removed), against bench's wall on the
+sandbox (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+from clustercheck.core.inventory import local_inventory  # noqa: E402
+from clustercheck.onnode.ncclpath import summarize_files  # noqa: E402
+from clustercheck.ranks.nccl_capture import plan_capture, read_captured  # noqa: E402
+from clustercheck.ranks.runs import NodeRun  # noqa: E402
+from clustercheck.transport.fanout import Cluster, FanoutOptions  # noqa: E402
+
+RECORDED = os.path.join(ROOT, "tests", "data", "nccl-logs", "ib-gdr-cumem-2node-h20-nccl-issue-1189.txt")
+
+
+def write_logs(directory: str, ranks: int, size: int) -> int:
+    lines = [line for line in open(RECORDED, errors="replace").read().splitlines() if "NCCL" in line]
+    for local in range(ranks):
+        rank = 992 + local
+        with open(os.path.join(directory, f"nccl.node125.{4000 + local}.log"), "w") as handle:
+            written, channel = 0, 0
+            while written < size:
+                for line in lines:
+                    text = (line.replace("[0]", f"[{local}]").replace(" 0[", f" {rank}[")
+                            .replace("Channel 00", f"Channel {channel % 32:02d}") + "\n")
+                    handle.write(f"node125:{4000 + local}:{5000 + local} " + text.split(" ", 1)[-1]
+                                 if text.count(":") > 2 else text)
+                    written += len(text)
+                channel += 1
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
+
+
+def median_time(func, repeat: int) -> float:
+    walls = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb-per-rank", type=int, default=4)
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="clustercheck-bench-ncclpath.")
+    try:
+        total = write_logs(work, args.ranks, args.mb_per_rank * 2 ** 20)
+        files = [os.path.join(work, n) for n in sorted(os.listdir(work))]
+        summary = summarize_files(files)
+
+        def plain_read():
+            for path in files:
+                with open(path, errors="replace") as handle:
+                    for _ in handle:
+                        pass
+        reader_s = median_time(lambda: summarize_files(files), args.repeat)
+        plain_s = median_time(plain_read, args.repeat)
+        wc_s = median_time(lambda: subprocess.run(["wc", "-l", *files], stdout=subprocess.DEVNULL), args.repeat)
+        [node] = local_inventory()
+        copies = tempfile.mkdtemp(prefix="clustercheck-bench-ncclpath-node.")
+
+        def node_step():
+            for path in files:
+                shutil.copy(path, copies)
+            with Cluster([node], FanoutOptions()) as cluster:
+                read_captured(cluster, [node], {node.name: copies}, plan_capture({}), {node.name: NodeRun(node.name)},
+                              {})
+        copy_s = median_time(lambda: [shutil.copy(p, copies) for p in files] and
+                             [os.remove(os.path.join(copies, os.path.basename(p))) for p in files], args.repeat)
+        step_s = median_time(node_step, args.repeat)
+        shutil.rmtree(copies, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ranks = len(summary["ranks"])
+    print(f"NCCL path reader: {args.ranks} ranks' INFO logs of {args.mb_per_rank} MB each ({total / 1e6:,.1f} MB, "
+          f"{ranks} rank summaries), medians of {args.repeat} runs, {os.cpu_count()} CPUs\n")
+    print("| measure | seconds | ratio | target |")
+    print("|---|---|---|---|")
+    print(f"| the reader (onnode/ncclpath.py) on every line | {reader_s:.3f} | {reader_s / plain_s:.1f}x of reading "
+          f"the lines | well under 1 s |")
+    print(f"| Python reading the same lines, nothing done | {plain_s:.3f} | 1.0x | |")
+    print(f"| `wc -l` on the files | {wc_s:.3f} | {wc_s / plain_s:.2f}x | |")
+    print(f"| the capture's node-side step (ship the reader, read, remove; local transport) | "
+          f"{max(step_s - copy_s, 0):.3f} | | compare with bench's wall |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+"""Which path NCCL really took, read from its own INFO and WARN lines: a pure reader, standard library only
+(Python 3.6+), so that it runs on the nodes over their ranks' NCCL_DEBUG_FILE logs (only a summary crosses the
+network) and on any log a user hands `clustercheck explain`.
+
+    python3 ncclpath.py FILE...      # one JSON summary of the files' lines
+
+The forms are NCCL's own format strings from 2.3 to 2.30 (NVIDIA/nccl src/init.cc, bootstrap.cc, net.cc,
+transport/net_ib.cc, p2p.cc, shm.cc, graph/paths.cc, nvls.cc): the version (a bare line from rank 0 up to 2.22,
+every rank's INFO line after), the bootstrap interface (`NET : Using interface`, `Bootstrap : Using [0]if`,
+`Bootstrap: Using if`), the net plugin loaded or not and why (its wording changed eight times), the network
+used (`Using network IB`), the IB / RoCE devices and GPUDirect RDMA, each connection's transport (`via
+NET/IB/0/GDRDMA`, `via NET/Socket/1`, `via NET/AWS Libfabric/0`, `via P2P/IPC/read`, `via P2P/CUMEM`,
+`via P2P/direct pointer`, `via SHM/direct/direct`, `via direct shared memory`), the communicator's size
+(`comm ... rank 3 nRanks 16 nNodes 2`), NVLS, P2P disabled, every `NCCL_*` setting NCCL says it took from the
+environment, and every WARN. A line cut mid-way or interleaved with another rank's is read for what it holds.
+"""
+
+import json
+import re
+import sys
+
+# host:pid:tid [cudaDev] [file.cc:line] NCCL INFO|WARN message: the prefix is read before "NCCL INFO" (a
+# launcher may prefix it), once per distinct prefix
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^+\s]*(?:\+cuda(\d+\.\d+))?")
+_BOOTSTRAP = re.compile(r"^(?:Bootstrap ?: Using|NET : Using interface)\s*(?:\[\d+\])?([\w.-]+):([^<\s]+)<")
+_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+_IB_LIST = re.compile(r"^NET/IB ?: Using(.*?); OOB ([\w.-]+)")
+_IB_DEVICE = re.compile(r"\[\d+\]([\w]+):(\d+)/(IB|RoCE|UNSPECIFIED)")
+_NO_IB = re.compile(r"^NET/IB ?: No device found")
+_SOCKET_LIST = re.compile(r"^NET/Socket ?: Using (.*)")
+_OFI = re.compile(r"NET/OFI .*?[Ss]elected [Pp]rovider is (\w+)")
+_PLUGIN_OK = re.compile(r"(?:NET/Plugin ?: ?Loaded (?:net )?plugin|Successfully loaded external (?:net )?plugin|"
+                        r"NET/Plugin: Using) (\S+)")
+_PLUGIN_NONE = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find|.*using internal|.*Using internal)")
+_PLUGIN_FAIL = re.compile(r"NET/Plugin ?: ?(?:Plugin load (?:\(([^)]*)\) )?returned (\d+) ?: ?(.*)|"
+                          r"Failed to find (ncclNetPlugin\w*) symbol|dlerror=(.*?) No plugin)")
+_ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+)")
+_GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
+_ANY = re.compile(r"")
+_COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
+_COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
+_NVLS = re.compile(r"NVLS multicast support is (not )?available")
+_P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
+MAX_WARNS = 20
+
+
+def _rank(ranks, key, device):
+    if key not in ranks:
+        ranks[key] = {"host": key[0], "pid": key[1], "device": device, "rank": None, "nranks": None,
+                      "nnodes": None, "version": None, "cuda": None, "bootstrap": None, "network": None,
+                      "plugin": None, "net_devices": [], "socket_ifs": [], "env": {}, "gdr": {},
+                      "inter": {}, "intra": {}, "nvls": None, "p2p_disabled": [], "warns": [], "lines": 0}
+    return ranks[key]
+
+
+def _count(table, key):
+    table[key] = table.get(key, 0) + 1
+
+
+_PREFIX = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] (?:[\w/.-]+:\d+ )?$")
+
+
+def read_line(line, ranks, job, _seen={}):
+    """One line into the per-rank summaries (ranks: (host, pid) -> summary) and the job's (version lines with
+    no host: up to 2.22 only rank 0 prints it, bare)."""
+    at = line.find("NCCL INFO")
+    level = "INFO"
+    if at < 0:
+        at = line.find("NCCL WARN")
+        level = "WARN"
+    if at < 0:
+        bare = _VERSION.search(line)
+        if bare:
+            job.setdefault("versions", {})
+            _count(job["versions"], bare.group(1))
+            job["cuda"] = bare.group(2)
+        return
+    head, text = line[:at], line[at + 10:]
+    key = _seen.get(head)
+    if key is None:
+        match = _PREFIX.search(head)
+        key = ((match.group(1), int(match.group(2))), int(match.group(4))) if match else (("?", 0), None)
+        if len(_seen) < 100000:
+            _seen[head] = key
+    rank = ranks.get(key[0]) or _rank(ranks, key[0], key[1])
+    rank["lines"] += 1
+    if level == "WARN":
+        if len(rank["warns"]) < MAX_WARNS:
+            rank["warns"].append(text.strip()[:300])
+        return
+    if " via " in text:          # most of a big job's lines: one per channel and peer
+        kind = via_kind(text.partition(" via ")[2].strip())
+        if kind:
+            table = rank[kind[0]]
+            table[kind[1]] = table.get(kind[1], 0) + 1
+        return
+    _read_info(text.strip(), rank)
+
+
+def _read_info(text, rank):
+    for words, pattern, take in _INFO[1:]:
+        if any(word in text for word in words):
+            match = pattern.search(text)
+            if match:
+                take(match, rank, text)
+                if pattern is not _ENV:     # a settings line says nothing else
+                    return
+
+
+def _version(m, r, _):
+    r["version"], r["cuda"] = m.group(1), m.group(2)
+
+
+def _bootstrap(m, r, _):
+    r["bootstrap"] = r["bootstrap"] or {"if": m.group(1), "addr": m.group(2)}
+
+
+def _network(m, r, _):
+    r["network"] = m.group(1)
+
+
+def _ib_list(m, r, _):
+    r["net_devices"] = ["%s:%s/%s" % d for d in _IB_DEVICE.findall(m.group(1))]
+
+
+def _no_ib(m, r, _):
+    r["net_devices"] = []
+    r["no_ib_device"] = True
+
+
+def _sockets(m, r, _):
+    r["socket_ifs"] = re.findall(r"\[\d+\]([\w.-]+):", m.group(1))
+
+
+def _ofi(m, r, _):
+    r["ofi_provider"] = m.group(1)
+
+
+def _plugin_ok(m, r, _):
+    r["plugin"] = {"status": "loaded", "name": m.group(1).rstrip(".")}
+
+
+def _plugin_fail(m, r, text):
+    missing = re.search(r"cannot open shared object file|No such file|Could not find", text)
+    if r["plugin"] and r["plugin"]["status"] == "loaded":
+        return
+    r["plugin"] = {"status": "none" if missing and not m.group(4) else "failed", "detail": text[:300]}
+
+
+def _plugin_none(m, r, text):
+    if not r["plugin"] or r["plugin"]["status"] == "none":
+        r["plugin"] = {"status": "none", "detail": text[:300]}
+
+
+def _env(m, r, _):
+    r["env"][m.group(1)] = m.group(2).rstrip(".")
+
+
+def _gdr(m, r, _):
+    _count(r["gdr"], m.group(1).lower())
+
+
+_VIA_TAIL = re.compile(r"^(NET/([A-Za-z][\w ]*?)/\d+(?:\(\d+\))?(/GDRDMA)?|P2P/(?:IPC|CUMEM|MNNVL|direct pointer|indirect|"
+                       r"common device)|SHM|direct shared memory|NVLS|CollNet)")
+
+
+def via_kind(tail, _cache={}):
+    """"NET/IB/GDRDMA" of "NET/IB/0/GDRDMA(PCI)/Shared", "P2P/CUMEM" of "P2P/CUMEM/read", "SHM" of
+    "SHM/direct/direct" (None: not a connection): read once per distinct tail (a 1,000-rank job has few)."""
+    if tail not in _cache:
+        match = _VIA_TAIL.match(tail)
+        if not match:
+            kind = None
+        elif match.group(2):
+            kind = ("inter", "NET/%s%s" % (match.group(2), "/GDRDMA" if match.group(3) else ""))
+        else:
+            kind = ("intra", "SHM" if match.group(1) in ("SHM", "direct shared memory") else match.group(1))
+        if len(_cache) < 10000:
+            _cache[tail] = kind
+    return _cache.get(tail) if tail in _cache else kind
+
+
+def _via(m, r, text):
+    kind = via_kind(text.partition(" via ")[2].strip())
+    if kind:
+        _count(r[kind[0]], kind[1])
+
+
+def _comm(m, r, _):
+    r["rank"], r["nranks"], r["nnodes"] = int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def _complete(m, r, _):
+    if r["rank"] is None:
+        r["rank"], r["nranks"] = int(m.group(1)), int(m.group(2))
+
+
+def _nvls(m, r, _):
+    r["nvls"] = not m.group(1)
+
+
+def _p2p_off(m, r, _):
+    if len(r["p2p_disabled"]) < MAX_WARNS:
+        r["p2p_disabled"].append({"gpus": [int(m.group(2)), int(m.group(3))], "nvlink": bool(m.group(1))})
+
+
+# (words one of which the line holds, the pattern, what it sets): the words are a cheap test before the pattern
+_INFO = (((" via ",), _ANY, _via), (("NCCL version",), _VERSION, _version), (("Using network",), _NETWORK, _network),
+         (("Bootstrap", "Using interface"), _BOOTSTRAP, _bootstrap), (("NET/IB",), _IB_LIST, _ib_list),
+         (("No device found",), _NO_IB, _no_ib), (("NET/Socket",), _SOCKET_LIST, _sockets),
+         (("NET/OFI",), _OFI, _ofi), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),
+         (("Plugin",), _PLUGIN_FAIL, _plugin_fail), (("Plugin",), _PLUGIN_NONE, _plugin_none),
+         (("set by environment",), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
+         (("Init COMPLETE",), _COMPLETE, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), _P2P_OFF,
+                                                                                 _p2p_off))
+
+
+def summarize(lines):
+    """{"ranks": [each rank's summary], "job": {...}} of an iterable of NCCL log lines."""
+    ranks, job = {}, {}
+    for line in lines:
+        if "NCCL" in line:
+            read_line(line.rstrip("\n"), ranks, job)
+    for rank in ranks.values():
+        if rank["version"] is None and len(job.get("versions") or {}) == 1:
+            rank["version"] = next(iter(job["versions"]))
+            rank["cuda"] = rank["cuda"] or job.get("cuda")
+    return {"ranks": [r for r in ranks.values() if r["lines"]], "job": job}
+
+
+def summarize_files(paths):
+    """The summary of the ranks' NCCL_DEBUG_FILE logs (never raises: an unreadable file is said)."""
+    problems = []
+
+    def lines():
+        for path in paths:
+            try:
+                with open(path, errors="replace") as handle:
+                    for line in handle:
+                        yield line
+            except OSError as exc:
+                problems.append("%s: %s" % (path, exc.strerror))
+    summary = summarize(lines())
+    summary["unreadable"] = problems
+    summary["files"] = len(paths) - len(problems)
+    return summary
+
+
+if __name__ == "__main__":
+    json.dump(summarize_files(sys.argv[1:]), sys.stdout)
+    sys.stdout.write("\n")
