@@ -10,11 +10,13 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null;
 # The sandbox cluster: sshd in network namespaces, veth, tc, iptables; iperf3 for the bench baseline;
 # pdsh, which DeepSpeed's multi-node launcher needs on the launch node (env warns without it);
 # slurm-wlm and munge for the sandbox's real Slurm (sandbox up --slurm; the Slurm tests); sshfs for the sandbox's
-# network filesystem (sandbox up --storage; the storage tests).
+# network filesystem (sandbox up --storage; the storage tests); Prometheus, its Pushgateway and node_exporter,
+# which the metrics tests start on loopback and query (never a double of them).
 if command -v apt-get >/dev/null; then
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh slurm-wlm munge sshfs >/dev/null
+        openssh-server openssh-client iproute2 iptables iperf3 util-linux procps pdsh slurm-wlm munge sshfs \
+        prometheus prometheus-pushgateway prometheus-node-exporter >/dev/null
 fi
 
 PY=${PYTHON:-python3}
@@ -30,7 +32,8 @@ PY=${PYTHON:-python3}
 PY_SPY="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")/py-spy"
 [ -x "$PY_SPY" ] || { echo "scripts/test.sh: py-spy was not installed beside $PY" >&2; exit 1; }
 if command -v apt-get >/dev/null; then
-    for tool in salloc sbatch srun slurmctld slurmd munged pdsh sshfs; do
+    for tool in salloc sbatch srun slurmctld slurmd munged pdsh sshfs prometheus prometheus-pushgateway \
+            prometheus-node-exporter; do
         command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || {
             echo "scripts/test.sh: $tool is missing after apt-get install" >&2; exit 1; }
     done

@@ -113,3 +113,43 @@ def test_launch_refuses_with_the_reason_when_a_node_blocks_the_master_port(box, 
     proc = launch(box, tmp_path)
     assert proc.returncode == EXIT_FAIL
     assert "Not launching:" in proc.stdout and "29500" in proc.stdout
+
+
+def test_a_node_down_leaves_the_healthy_ones_ready_to_launch_on_and_prometheus_names_it_alone(box, tmp_path):
+    """Issue 39: preflight with one node down pushes its results (a PromQL query for failed checks returns that
+    node and no other), writes the healthy nodes' files beside its report, and the commands `launch --from`
+    prints for them train on those nodes alone (world = their slots)."""
+    from tests.prometheus_servers import servers_or_skip
+    servers = servers_or_skip(tmp_path / "prometheus")
+    try:
+        dead = box.nodes[3].name
+        faults.blackhole(box, dead)
+        nodes = tmp_path / "four.txt"
+        nodes.write_text("\n".join(node.name for node in box.nodes[:4]) + "\n")
+        reports = tmp_path / "reports"
+        proc = subprocess.run([sys.executable, "-m", "clustercheck", "preflight", str(nodes), "-F", box.ssh_config,
+                               "--python", sys.executable, "--only", "env,net", "--attempt-timeout", "2",
+                               "--connect-timeout", "2", "--reports-dir", str(reports), "--pushgateway",
+                               servers.gateway], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == EXIT_FAIL, proc.stdout[-2000:] + proc.stderr[-2000:]
+        failed = servers.query('clustercheck_check_status{job="clustercheck",cluster="four"} >= 2')
+        assert {r["metric"]["node"] for r in failed} == {dead}, failed
+        [report] = [p for p in reports.iterdir() if p.suffix == ".json"]
+        healthy = (reports / (report.stem + ".healthy-nodes.txt")).read_text().splitlines()
+        assert [line.split()[0] for line in healthy] == [n.name for n in box.nodes[:3]]
+        assert all("slots=1" in line for line in healthy)
+        assert (reports / (report.stem + ".exclude.txt")).read_text().strip() == f"--exclude={dead}"
+        assert f"{box.nodes[0].name} slots=1" in (reports / (report.stem + ".healthy-hostfile")).read_text()
+        script = trainer_on_nodes(box)
+        printed = subprocess.run([sys.executable, "-m", "clustercheck", "launch", "--from", str(report), "--script",
+                                  script, "--args", "--mode ddp --steps 4", "--json"],
+                                 capture_output=True, text=True, timeout=60)
+        assert printed.returncode == EXIT_OK, printed.stderr
+        doc = json.loads(printed.stdout)
+        assert doc["spec"]["nodes"] == [n.name for n in box.nodes[:3]] and doc["spec"]["master_addr"] != dead
+        results = run_as_printed(box, doc["commands"]["torchrun"], "/tmp/launch-healthy")
+        assert all(code == 0 for code, _, _ in results.values()), results
+        [done] = summary(results)
+        assert done["world"] == 3 and done["steps"] == 4
+    finally:
+        servers.stop()

@@ -25,7 +25,10 @@ from clustercheck.tools import launch_recipes as recipe
               help="The LLaMA-Factory YAML for its command lines.")
 @click_options(NetOptions)
 @click.option("--json", "as_json", is_flag=True, help="The launch facts and commands as JSON.")
-def launch(script, script_args, llamafactory_config, as_json, **params):
+@click.option("--from", "report", type=click.Path(dir_okay=False),
+              help="A preflight report (.json): print the commands for the nodes that passed in it (world size, "
+                   "ranks and master recomputed; the master never a failed node), without running anything.")
+def launch(script, script_args, llamafactory_config, as_json, report, **params):
     """The exact commands to launch your job on a verified cluster.
 
     Runs env and net, then prints torchrun (one line per node, and one srun line for
@@ -43,6 +46,11 @@ def launch(script, script_args, llamafactory_config, as_json, **params):
         args = shlex.split(script_args)
     except ValueError as exc:
         raise InputError(f"--args is not a shell word list ({exc})", "command line", value=script_args) from None
+    if report:
+        spec = recipe.spec_from_report(report)
+        click.echo(json.dumps(recipe.to_json(spec, "", script, args, llamafactory_config), indent=1) if as_json
+                   else "\n".join(recipe.render(spec, script, args, llamafactory_config)))
+        sys.exit(0)
     stages = [EnvStage(EnvOptions()), NetStage(from_params(NetOptions, params))]
     run = check(stages, from_params(ClusterOptions, params),
                 progress=lambda stage, text: click.echo(f"[launch] {stage}: {text}", err=True))

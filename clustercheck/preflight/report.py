@@ -19,6 +19,7 @@ from clustercheck import __version__
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Status, sort_findings, verdict_line
 from clustercheck.display.findings import cell
+from clustercheck.runner.healthy import failed_nodes, healthy_files, healthy_nodes, slots_of
 from clustercheck.runner.stage import RunResult, Stage
 from clustercheck.tools import launch_recipes as recipe
 
@@ -41,6 +42,12 @@ def to_json(stages: Sequence[Stage], run: RunResult, command: str) -> Dict:
     spec, reason = recipe.from_run(run)
     doc["launch"] = {"ready": spec is not None, "reason": reason or None,
                      "spec": asdict(spec) if spec else None}
+    failed = failed_nodes(run)
+    doc["failed_nodes"], doc["healthy_nodes"], doc["slots"] = failed, healthy_nodes(run), slots_of(run)
+    if failed:     # what the healthy nodes alone can launch (clustercheck launch --from this report)
+        spec, reason = recipe.healthy_spec(run, failed)
+        doc["healthy_launch"] = {"ready": spec is not None, "reason": reason or None,
+                                 "spec": asdict(spec) if spec else None}
     return doc
 
 
@@ -93,6 +100,15 @@ def render_markdown(stages: Sequence[Stage], run: RunResult, command: str, image
                                       headers=["stage", "result", "time", "reproduce with"], tablefmt="github"), ""]
     for stage, result in _ran(stages, run):
         out += stage.report_section(result, images.get(stage.name, []))
+    failed = failed_nodes(run)
+    if failed:
+        healthy = healthy_nodes(run)
+        out += ["## The nodes that passed", "",
+                f"{len(healthy)} of {len(run.nodes)} nodes passed: {fold(healthy) if healthy else 'none'}; failed or "
+                f"not checked: {fold(failed)}. Beside this report: the healthy nodes as a nodes file "
+                f"(`.healthy-nodes.txt`), a DeepSpeed hostfile (`.healthy-hostfile`) and Slurm's "
+                f"`--exclude=` (`.exclude.txt`); `clustercheck launch --from` this report's .json prints the "
+                f"launch commands for the healthy nodes.", ""]
     out += checkpoint_lines(stages, run)
     if any(s.name == "net" and s.ran for s in run.stages):
         out += recipe.markdown(run)
@@ -110,4 +126,9 @@ def write_preflight_report(stages: Sequence[Stage], run: RunResult, command: str
         handle.write(render_markdown(stages, run, command, images))
     with open(stem + ".json", "w", encoding="utf-8") as handle:
         json.dump(to_json(stages, run, command), handle, indent=1, default=str)
-    return {"markdown": stem + ".md", "json": stem + ".json"}
+    written = {"markdown": stem + ".md", "json": stem + ".json"}
+    for suffix, content in healthy_files(run).items():
+        with open(f"{stem}.{suffix}", "w", encoding="utf-8") as handle:
+            handle.write(content)
+        written[suffix] = f"{stem}.{suffix}"
+    return written

@@ -44,7 +44,11 @@ class PreflightView:
 
     def write_report(self, out: OutputOptions, command: str) -> List[str]:
         paths = write_preflight_report(self.stages, self.run, command, out.reports_dir, self.name)
-        return [f"report: {paths['markdown']} (and {paths['json'].rsplit('/', 1)[-1]})"]
+        notes = [f"report: {paths['markdown']} (and {paths['json'].rsplit('/', 1)[-1]})"]
+        if "healthy-nodes.txt" in paths:
+            notes.append(f"healthy nodes: {paths['healthy-nodes.txt']}, {paths['healthy-hostfile']}; Slurm: "
+                         f"{paths['exclude.txt']}; launch on them: clustercheck launch --from {paths['json']}")
+        return notes
 
 
 def load_baseline(options: PreflightOptions) -> Optional[Dict]:

@@ -248,11 +248,20 @@ class OutputOptions:
     reports_dir: str = opt("--reports-dir", default="reports", type=click.Path(file_okay=False),
                            help="Where reports go.")
     verbose: bool = opt("-v", "--verbose", is_flag=True, default=False, help="List the checks that passed too.")
+    pushgateway: Optional[str] = opt("--pushgateway", metavar="URL",
+                                     help="Also push the results (every check's status per node, the figures, the "
+                                          "verdict) to this Prometheus Pushgateway, grouped by job clustercheck and "
+                                          "the cluster's name; a gateway that is down is a WARN, never a lost "
+                                          "report.")
 
     def validate(self, writes_report: bool = False) -> None:
-        """A report that will be written can be: found before any node is contacted."""
+        """A report that will be written can be, and a Pushgateway URL is one: found before any node is
+        contacted."""
         if self.report or writes_report:
             check_writable(self.reports_dir)
+        if self.pushgateway is not None:
+            from clustercheck.metrics.export import check_pushgateway
+            check_pushgateway(self.pushgateway)
 
 
 output_options = click_options(OutputOptions)

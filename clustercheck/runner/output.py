@@ -32,11 +32,15 @@ def check(stages: Sequence[Stage], cluster: ClusterOptions, **kwargs) -> RunResu
 class StageView:
     """One stage's result, shown the stage's own way (env, net, bench, smoke)."""
 
-    def __init__(self, stage: Stage, run: RunResult):
-        self.stage = stage
+    def __init__(self, stage: Stage, run: RunResult, name: str = "cluster"):
+        self.stage, self.run, self.name = stage, run, name
+        self.stages = [stage]
         self.result = run.stages[0]
-        self.exit_code = run.exit_code
         self.interrupted = run.interrupted
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code
 
     @property
     def gathered(self) -> bool:
@@ -64,6 +68,12 @@ class StageView:
 
 def finish(view, out: OutputOptions) -> NoReturn:
     command = invocation()
+    if out.pushgateway:      # before the views: a push that failed is a finding of the run
+        from clustercheck.metrics.run import push_run
+        finding = push_run(out.pushgateway, view.stages, view.run, view.name)
+        if hasattr(view, "result") and finding not in view.result.findings:
+            view.result.findings.append(finding)
+            view.run.after.remove(finding)
     try:
         notes = view.write_report(out, command)
     except OSError as exc:   # the findings still reach the screen; the report's loss is said
@@ -85,5 +95,6 @@ def run_one(stage: Stage, params: Dict[str, Any]) -> NoReturn:
     """A single command (env, net, bench, smoke): the runner over its one stage, shown its own way."""
     out = from_params(OutputOptions, params)
     out.validate()
-    run = check([stage], from_params(ClusterOptions, params))
-    finish(StageView(stage, run), out)
+    cluster = from_params(ClusterOptions, params)
+    run = check([stage], cluster)
+    finish(StageView(stage, run, cluster.report_name), out)

@@ -12,7 +12,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.errors import EXIT_INTERRUPTED
 from clustercheck.core.inventory import Node
@@ -49,11 +49,12 @@ class RunResult:
     nodes: List[Node]
     stages: List[StageResult]
     interrupted: str = ""      # the signal that stopped the run ("" when it ran to its end)
+    after: List[Finding] = field(default_factory=list)   # what happened to the results (a push that failed)
 
     @property
     def findings(self) -> List[Finding]:
         """Every stage's findings; a run that checked nothing says so as UNKNOWN, never as a pass."""
-        found = [f for stage in self.stages for f in stage.findings]
+        found = [f for stage in self.stages for f in stage.findings] + self.after
         if not any(stage.ran for stage in self.stages):
             skipped = "; ".join(f"{s.name}: {s.skipped}" for s in self.stages) or "no stage was given"
             return found + [Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: every stage was skipped",
@@ -113,6 +114,11 @@ class Stage:
     def report_json(self, result: StageResult) -> Dict:
         """Keys this stage adds to the readiness report's JSON."""
         return {}
+
+    def samples(self, result: StageResult) -> List[Tuple[str, Dict[str, str], float]]:
+        """The figures this stage measured, as metric samples (clustercheck/metrics/schema.py); statuses come
+        from the findings, for every stage alike."""
+        return []
 
 
 class RenderedStage(Stage):

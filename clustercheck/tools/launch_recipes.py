@@ -222,6 +222,53 @@ def from_run(run) -> "tuple[Optional[JobSpec], str]":
         return None, str(exc)
 
 
+def healthy_spec(run, failed: Sequence[str]) -> "tuple[Optional[JobSpec], str]":
+    """The spec for the nodes that passed: the failed ones left out (and every finding that names them), the
+    world size, ranks and master recomputed from the others; a failure of the whole cluster still refuses."""
+    if not failed:
+        return from_run(run)
+    by_name = {result.name: result for result in run.stages}
+    env, net = by_name.get("env"), by_name.get("net")
+    if not env or not net or not env.ran or not net.ran or env.facts is None or net.facts is None:
+        return None, "env and net must both run to verify a launch"
+    gone = set(failed)
+    probed = [p for p in env.facts.probed if p.name not in gone]
+    if not probed:
+        return None, "no node passed"
+    attempts = [a for a in net.facts.attempts() if a[0] not in gone and a[1] not in gone]
+    findings = [f for f in run.findings if not set(f.nodes) & gone]
+    ports = list(net.facts.launch_ports) + list(net.facts.launch_ports[-1:])
+    try:
+        return derive(probed, attempts, ports[0], ports[1], findings), ""
+    except NotReady as exc:
+        return None, str(exc)
+
+
+def spec_from_report(path: str) -> JobSpec:
+    """The healthy nodes' launch spec a preflight report's JSON holds (its every node's when none failed); bad
+    input names the file: not JSON, not a clustercheck preflight report, or no node to launch on."""
+    import json
+
+    from clustercheck.core.errors import InputError
+    from clustercheck.core.inputs import read_text_file
+    text = read_text_file(path, "preflight report (.json)")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"not a clustercheck report: broken JSON ({str(exc).split(':')[0]})", path) from None
+    if not isinstance(doc, dict) or doc.get("command") != "preflight" or "launch" not in doc:
+        raise InputError("not a clustercheck preflight report (.json): no \"command\": \"preflight\" with a launch",
+                         path)
+    launch = doc.get("healthy_launch") if doc.get("failed_nodes") else doc.get("launch")
+    if not isinstance(launch, dict) or not launch.get("spec"):
+        why = (launch or {}).get("reason") or "no node passed"
+        raise InputError(f"the report has no healthy node to launch on ({why})", path)
+    try:
+        return JobSpec(**launch["spec"])
+    except TypeError as exc:
+        raise InputError(f"the report's launch facts cannot be read ({exc})", path) from None
+
+
 def markdown(run, script: str = "train.py", args: Sequence[str] = ()) -> List[str]:
     """The report's "How to launch" section."""
     spec, reason = from_run(run)

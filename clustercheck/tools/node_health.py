@@ -102,3 +102,26 @@ def verdict(findings: List[Finding]) -> Tuple[int, str]:
     line = f"CLUSTERCHECK {NAGIOS[status]} - " + (reason(findings) if status is not Status.OK
                                                     else f"{passed} check{'s' * (passed != 1)} passed")
     return status.exit_code, line
+
+
+NPD = {Status.OK: 0, Status.WARN: 0, Status.FAIL: 1, Status.UNKNOWN: 2}   # Node Problem Detector's plugin codes
+
+
+def npd_code(findings: List[Finding]) -> int:
+    return NPD[worst(findings)]
+
+
+def write_node_metrics(directory: str, findings: List[Finding], started: Optional[float] = None) -> str:
+    """node_exporter's textfile: each check's status (node is this host), the verdict and when; atomically."""
+    import socket
+    import time
+
+    from clustercheck.metrics.build import finding_samples, registry_of, run_samples
+    from clustercheck.metrics.export import write_textfile
+    host = socket.gethostname()
+    mine = [Finding(f.check, f.status, f.summary, f.evidence, f.remedy, [host]) for f in findings]
+    ended = time.time()
+    samples = finding_samples("node-check", mine) + run_samples(
+        findings, ended - started if started else 0.0, [host],
+        [host] if worst(findings) in (Status.FAIL, Status.UNKNOWN) else [], ended)
+    return write_textfile(directory, registry_of(samples))

@@ -91,3 +91,20 @@ class BenchStage(Stage):
 
     def report_json(self, result: StageResult) -> Dict:
         return {"bench": render.to_json(result.facts, result.findings)}
+
+    def samples(self, result: StageResult):
+        """The sweep's bus bandwidth per collective and size, and what all_reduce should reach."""
+        facts = result.facts
+        if facts is None:
+            return []
+        found = []
+        for collective, rows in facts.figures.by_collective.items():
+            for row in rows:
+                busbw = max((row[p]["busbw"] for p in ("out_of_place", "in_place") if isinstance(row.get(p), dict)
+                             and row[p].get("busbw") is not None), default=None)
+                if busbw is not None:
+                    found.append(("clustercheck_bench_busbw_bytes_per_second",
+                                  {"collective": collective, "size_bytes": str(row["size"])}, busbw * 1e9))
+        if facts.expected is not None:
+            found.append(("clustercheck_bench_busbw_expected_bytes_per_second", {}, facts.expected.gbps * 1e9))
+        return found

@@ -12,6 +12,7 @@ from clustercheck.stages.device.facts import DeviceFacts
 from clustercheck.stages.device.gather import gather_devices
 from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.stages.device.rules import judge_devices
+from clustercheck.stages.device.samples import device_samples
 
 
 class DeviceStage(RenderedStage):
@@ -28,3 +29,6 @@ class DeviceStage(RenderedStage):
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
         rows = render.table(result.facts, "github")
         return ["## Devices", "", render.headline(result.facts), "", *rows, ""] if rows else []
+
+    def samples(self, result: StageResult):
+        return device_samples(result.facts) if result.facts is not None else []

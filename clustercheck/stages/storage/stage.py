@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from clustercheck.core.compare import median
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.layer import NodeLayer
 from clustercheck.node.readiness import ranks_per_node
@@ -14,6 +15,7 @@ from clustercheck.stages.storage.facts import StorageFacts
 from clustercheck.stages.storage.gather import gather_storage
 from clustercheck.stages.storage.options import StorageOptions
 from clustercheck.stages.storage.rules import judge_storage
+from clustercheck.stages.storage.estimate import rates
 
 
 class StorageStage(RenderedStage):
@@ -44,3 +46,19 @@ class StorageStage(RenderedStage):
     def report_section(self, result: StageResult, images: Sequence[str]) -> List[str]:
         rows = render.table(result.facts, "github")
         return ["## Storage", "", render.headline(result.facts), "", *rows, ""] if rows else []
+
+    def samples(self, result: StageResult):
+        """Each node's write, read and data rate beside the other nodes' median (those measured enough to judge)."""
+        if result.facts is None:
+            return []
+        found = []
+        for phase in ("write", "read", "data"):
+            measured = rates(result.facts, phase)
+            for node, throughput in measured.items():
+                found.append(("clustercheck_storage_bytes_per_second", {"node": node, "phase": phase},
+                              throughput.rate))
+                others = [t.rate for n, t in measured.items() if n != node]
+                if others:
+                    found.append(("clustercheck_storage_peers_median_bytes_per_second",
+                                  {"node": node, "phase": phase}, median(others)))
+        return found
