@@ -3,6 +3,7 @@ network namespaces, a link slowed with tc tbf, a node killed mid-sweep."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -119,8 +120,9 @@ def test_nccl_s_log_is_captured_per_rank_read_on_the_nodes_and_removed_never_on_
     """Issue 38, the plumbing where it can run: Gloo here, so each rank writes a recorded NCCL INFO log where
     the environment file's NCCL_DEBUG_FILE tells it (as NCCL does on GPUs); each node reads its own files,
     sends back the summary, and removes them; the console shows none of it; the report has the path table."""
-    recorded = os.path.join(os.path.dirname(__file__), "data", "nccl-logs",
-                            "socket-ansiprefix-2.7.8-pytorch-issue-68893.txt")
+    recorded = os.path.join(box.dir, "recorded-nccl.log")     # where every node sees it (their /tmp is their own)
+    shutil.copy(os.path.join(os.path.dirname(__file__), "data", "nccl-logs",
+                             "socket-ansiprefix-2.7.8-pytorch-issue-68893.txt"), recorded)
     path = nodes_file(box, tmp_path, 2)
     for node in box.nodes[:2]:
         faults.set_env(box, node.name, f"CLUSTERCHECK_TEST_NCCL_LOG={recorded}")

@@ -47,10 +47,7 @@ def launch(script, script_args, llamafactory_config, as_json, report, **params):
     except ValueError as exc:
         raise InputError(f"--args is not a shell word list ({exc})", "command line", value=script_args) from None
     if report:
-        spec = recipe.spec_from_report(report)
-        click.echo(json.dumps(recipe.to_json(spec, "", script, args, llamafactory_config), indent=1) if as_json
-                   else "\n".join(recipe.render(spec, script, args, llamafactory_config)))
-        sys.exit(0)
+        sys.exit(click.echo(recipe.from_report(report, script, args, llamafactory_config, as_json)) or 0)
     stages = [EnvStage(EnvOptions()), NetStage(from_params(NetOptions, params))]
     run = check(stages, from_params(ClusterOptions, params),
                 progress=lambda stage, text: click.echo(f"[launch] {stage}: {text}", err=True))

@@ -18,6 +18,8 @@ already know every answer:
 
 from __future__ import annotations
 
+import json
+
 import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
@@ -247,8 +249,6 @@ def healthy_spec(run, failed: Sequence[str]) -> "tuple[Optional[JobSpec], str]":
 def spec_from_report(path: str) -> JobSpec:
     """The healthy nodes' launch spec a preflight report's JSON holds (its every node's when none failed); bad
     input names the file: not JSON, not a clustercheck preflight report, or no node to launch on."""
-    import json
-
     from clustercheck.core.errors import InputError
     from clustercheck.core.inputs import read_text_file
     text = read_text_file(path, "preflight report (.json)")
@@ -267,6 +267,13 @@ def spec_from_report(path: str) -> JobSpec:
         return JobSpec(**launch["spec"])
     except TypeError as exc:
         raise InputError(f"the report's launch facts cannot be read ({exc})", path) from None
+
+
+def from_report(path: str, script: str, args: Sequence[str], config: str, as_json: bool) -> str:
+    """What `launch --from REPORT.json` prints: the commands for the report's healthy nodes."""
+    spec = spec_from_report(path)
+    return json.dumps(to_json(spec, "", script, args, config), indent=1) if as_json else \
+        "\n".join(render(spec, script, args, config))
 
 
 def markdown(run, script: str = "train.py", args: Sequence[str] = ()) -> List[str]:
