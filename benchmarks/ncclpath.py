@@ -3,6 +3,7 @@ job write, and the capture's node-side step as a whole.
 
     python benchmarks/ncclpath.py            # no sandbox, no root
     python benchmarks/ncclpath.py --mb-per-rank 8
+    sudo python benchmarks/ncclpath.py --sandbox   # the capture's share of a bench on a 2-node sandbox
 
 The logs are built from a real 2-node IB log (tests/data/nccl-logs/ib-gdr-cumem-2node-h20-nccl-issue-1189.txt):
 its lines repeated with the rank and channel numbers a 1,000-rank job prints until each of 8 files holds
@@ -62,12 +63,43 @@ def median_time(func, repeat: int) -> float:
     return statistics.median(walls)
 
 
+def sandbox_capture_cost(repeat: int) -> None:
+    """bench on a 2-node sandbox (Gloo, 2 ranks a node) with and without the capture's plumbing: every rank writes
+    a recorded NCCL log where NCCL_DEBUG_FILE says, each node reads and removes its files (the test switch
+    CLUSTERCHECK_TEST_CAPTURE_NCCL, as the sandbox test uses it); alternating, medians."""
+    from clustercheck.sandbox import Sandbox, down, faults
+    box = Sandbox.up(2, "bnccl")
+    try:
+        recorded = os.path.join(box.dir, "recorded-nccl.log")
+        shutil.copy(RECORDED, recorded)
+        for node in box.nodes:
+            faults.set_env(box, node.name, f"CLUSTERCHECK_TEST_NCCL_LOG={recorded}")
+        argv = [sys.executable, "-m", "clustercheck", "bench", box.nodes_file, "-F", box.ssh_config, "--python",
+                sys.executable, "--json", "-b", "1K", "-e", "64K", "-n", "2", "-w", "1", "--pairwise", "off",
+                "--nproc-per-node", "2"]
+        walls = {"without": [], "with": []}
+        for _ in range(repeat):
+            for mode in walls:
+                env = dict(os.environ, **({"CLUSTERCHECK_TEST_CAPTURE_NCCL": "1"} if mode == "with" else {}))
+                start = time.perf_counter()
+                subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+                walls[mode].append(time.perf_counter() - start)
+    finally:
+        down("bnccl")
+    without, with_capture = statistics.median(walls["without"]), statistics.median(walls["with"])
+    print(f"bench on a 2-node sandbox, medians of {repeat} alternating runs: {with_capture:.2f} s with the capture, "
+          f"{without:.2f} s without: {with_capture / without:.3f}x (target at most 1.05x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb-per-rank", type=int, default=4)
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sandbox", action="store_true", help="the capture's share of a bench on a 2-node sandbox")
     args = parser.parse_args()
+    if args.sandbox:
+        return sandbox_capture_cost(args.repeat)
     work = tempfile.mkdtemp(prefix="clustercheck-bench-ncclpath.")
     try:
         total = write_logs(work, args.ranks, args.mb_per_rank * 2 ** 20)
