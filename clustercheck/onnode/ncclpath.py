@@ -36,7 +36,6 @@ _PLUGIN_FAIL = re.compile(r"NET/Plugin ?: ?(?:Plugin load (?:\(([^)]*)\) )?retur
                           r"Failed to find (ncclNetPlugin\w*) symbol|dlerror=(.*?) No plugin)")
 _ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+)")
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
-_ANY = re.compile(r"")
 _COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 _COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
@@ -91,14 +90,13 @@ def read_line(line, ranks, job, _seen={}):
     if " via " in text:          # most of a big job's lines: one per channel and peer
         kind = via_kind(text.partition(" via ")[2].strip())
         if kind:
-            table = rank[kind[0]]
-            table[kind[1]] = table.get(kind[1], 0) + 1
+            _count(rank[kind[0]], kind[1])
         return
     _read_info(text.strip(), rank)
 
 
 def _read_info(text, rank):
-    for words, pattern, take in _INFO[1:]:
+    for words, pattern, take in _INFO:
         if any(word in text for word in words):
             match = pattern.search(text)
             if match:
@@ -167,23 +165,18 @@ _VIA_TAIL = re.compile(r"^(NET/([A-Za-z][\w ]*?)/\d+(?:\(\d+\))?(/GDRDMA)?|P2P/(
 def via_kind(tail, _cache={}):
     """"NET/IB/GDRDMA" of "NET/IB/0/GDRDMA(PCI)/Shared", "P2P/CUMEM" of "P2P/CUMEM/read", "SHM" of
     "SHM/direct/direct" (None: not a connection): read once per distinct tail (a 1,000-rank job has few)."""
-    if tail not in _cache:
-        match = _VIA_TAIL.match(tail)
-        if not match:
-            kind = None
-        elif match.group(2):
-            kind = ("inter", "NET/%s%s" % (match.group(2), "/GDRDMA" if match.group(3) else ""))
-        else:
-            kind = ("intra", "SHM" if match.group(1) in ("SHM", "direct shared memory") else match.group(1))
-        if len(_cache) < 10000:
-            _cache[tail] = kind
-    return _cache.get(tail) if tail in _cache else kind
-
-
-def _via(m, r, text):
-    kind = via_kind(text.partition(" via ")[2].strip())
-    if kind:
-        _count(r[kind[0]], kind[1])
+    if tail in _cache:
+        return _cache[tail]
+    match = _VIA_TAIL.match(tail)
+    if not match:
+        kind = None
+    elif match.group(2):
+        kind = ("inter", "NET/%s%s" % (match.group(2), "/GDRDMA" if match.group(3) else ""))
+    else:
+        kind = ("intra", "SHM" if match.group(1) in ("SHM", "direct shared memory") else match.group(1))
+    if len(_cache) < 10000:
+        _cache[tail] = kind
+    return kind
 
 
 def _comm(m, r, _):
@@ -204,8 +197,9 @@ def _p2p_off(m, r, _):
         r["p2p_disabled"].append({"gpus": [int(m.group(2)), int(m.group(3))], "nvlink": bool(m.group(1))})
 
 
-# (words one of which the line holds, the pattern, what it sets): the words are a cheap test before the pattern
-_INFO = (((" via ",), _ANY, _via), (("NCCL version",), _VERSION, _version), (("Using network",), _NETWORK, _network),
+# (words one of which the line holds, the pattern, what it sets): the words are a cheap test before the pattern;
+# " via " lines (connections) are read in read_line, before this table
+_INFO = ((("NCCL version",), _VERSION, _version), (("Using network",), _NETWORK, _network),
          (("Bootstrap", "Using interface"), _BOOTSTRAP, _bootstrap), (("NET/IB",), _IB_LIST, _ib_list),
          (("No device found",), _NO_IB, _no_ib), (("NET/Socket",), _SOCKET_LIST, _sockets),
          (("NET/OFI",), _OFI, _ofi), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),

@@ -40,11 +40,14 @@ class PackagePolicy:
     fail: Sequence[str] = ()
     warn: Sequence[str] = ()
 
+    def __post_init__(self):
+        self._warns = frozenset(canonical(n) for n in self.warn)        # by PEP 503 name, once, not per package
+        self._fails = frozenset(canonical(n) for n in (*self.required, *self.fail))
+
     def status(self, name: str) -> Status:
-        if name in {canonical(n) for n in self.warn}:
+        if name in self._warns:
             return Status.WARN
-        if name in TRAINING_STACK or name.startswith(STACK_PREFIXES) or name in {canonical(n) for n in self.required} \
-                or name in {canonical(n) for n in self.fail}:
+        if name in TRAINING_STACK or name.startswith(STACK_PREFIXES) or name in self._fails:
             return Status.FAIL
         return Status.WARN
 
