@@ -3,9 +3,10 @@ it later (`env --baseline FILE`, preflight's `--env-baseline`). A cluster that d
 last good run (an image upgrade on every node) is named, which a majority vote can never see.
 
 A baseline is clustercheck's own JSON (every package, the CUDA build, NCCL, the driver, the variables), or what
-users already have: a `pip freeze` output or a requirements file (`==` pins compared exactly, other ranges held as
-ranges; `-e` and `name @ url` lines need the package, any version). Anything else is bad input naming the file,
-the line and the value.
+users already have, read by core/reqfile.py: a `pip freeze` / `uv pip freeze` output, a pip-compile locked file
+(hashes, `-r` and `-c`), `pip list --format=json`, `conda list --export` or an environment.yml's pip section (`==`
+pins compared exactly, other ranges held as ranges, markers where they hold on the node's Python; `-e` and
+`name @ url` lines need the package, any version). Anything else is bad input naming the file, the line and the value.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from clustercheck.core.compare import group_by_value
 from clustercheck.core.errors import InputError
 from clustercheck.core.inputs import read_text_file
 from clustercheck.core.inventory import fold
-from clustercheck.core.requirements import Wanted, parse_requirement
+from clustercheck.core.reqfile import read_requirements_file
+from clustercheck.core.requirements import Wanted
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import NOT_INSTALLED
 from clustercheck.stages.env.packages import PackagePolicy, PackageView, canonical
@@ -38,6 +40,7 @@ class Baseline:
     packages: Dict[str, Wanted] = field(default_factory=dict)
     facts: Dict[str, str] = field(default_factory=dict)
     complete: bool = False      # it lists every package (clustercheck's own): one it lacks is new since
+    skipped: List[str] = field(default_factory=list)    # lines that name no package (an editable local directory)
 
 
 def majority(values: Dict[str, str], order: Sequence[str]) -> Optional[str]:
@@ -74,9 +77,9 @@ def write_baseline(path: str, document: Dict) -> None:
 def read_baseline(path: str) -> Baseline:
     """A baseline file: clustercheck's JSON, or a pip freeze / requirements file. Bad input names file and line."""
     text = read_text_file(path, "baseline (clustercheck env --save-baseline's JSON, or pip freeze output)")
-    if text.lstrip().startswith(("{", "[")):
+    if text.lstrip().startswith("{"):
         return _from_json(text, path)
-    return _from_requirements(text, path)
+    return _from_requirements(path)
 
 
 def _from_json(text: str, path: str) -> Baseline:
@@ -102,26 +105,11 @@ def _from_json(text: str, path: str) -> Baseline:
     return baseline
 
 
-def _from_requirements(text: str, path: str) -> Baseline:
-    baseline = Baseline(path)
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith(("-e ", "--editable ", "--editable=")):
-            egg = line.rpartition("#egg=")[2] if "#egg=" in line else ""
-            if not egg:
-                raise InputError("an editable line without #egg=NAME: which package is it?", path, number, line[:120])
-            name = canonical(egg.split("&")[0])
-            baseline.packages[name] = Wanted(name, "", name)
-            continue
-        if line.startswith("-"):     # pip options (--index-url, -r, -c ...): not packages
-            continue
-        wanted = parse_requirement(line, path, number)
-        baseline.packages[wanted.name] = wanted
-    if not baseline.packages:
-        raise InputError("not a baseline: no package in it (a pip freeze output lists name==version lines)", path)
-    return baseline
+def _from_requirements(path: str) -> Baseline:
+    read = read_requirements_file(path, "baseline (clustercheck env --save-baseline's JSON, a pip freeze, a "
+                                        "pip-compile file, pip list --format=json, conda list --export, "
+                                        "environment.yml)")
+    return Baseline(path, dict(read.wanted), skipped=read.skipped)
 
 
 def against_baseline(baseline: Baseline, view: PackageView, values: Dict[str, Dict[str, str]],
@@ -130,7 +118,8 @@ def against_baseline(baseline: Baseline, view: PackageView, values: Dict[str, Di
     a change on every node is said as the whole cluster's."""
     changes: List[Tuple[str, Status, List[Tuple[str, List[str]]], str]] = []   # (name, status, groups, then)
     for name, wanted in sorted(baseline.packages.items()):
-        now = {node: (dists.get(name) or {}).get("version") for node, dists in view.dists.items()}
+        now = {node: (dists.get(name) or {}).get("version") for node, dists in view.dists.items()
+               if wanted.applies(values.get(node, {}).get("python"))}
         moved = {node: v or NOT_INSTALLED for node, v in now.items() if not wanted.allows(v)}
         if moved:
             changes.append((name, policy.status(name), group_by_value(moved, view.order).groups,
@@ -147,7 +136,9 @@ def against_baseline(baseline: Baseline, view: PackageView, values: Dict[str, Di
             changes.append((label, status, group_by_value(moved, view.order).groups, then))
     if not changes:
         return [Finding("baseline", Status.OK, f"every node matches the baseline {baseline.source} "
-                                               f"({len(baseline.packages)} packages, {len(baseline.facts)} facts)")]
+                                               f"({len(baseline.packages)} packages, {len(baseline.facts)} facts)"
+                                               + (f"; {len(baseline.skipped)} line(s) name no package, not held"
+                                                  if baseline.skipped else ""), baseline.skipped[:10])]
     everyone = set(view.dists)
     by_nodes: Dict[Tuple[Status, Tuple[str, ...]], List[str]] = {}
     for name, status, groups, then in changes:
@@ -163,4 +154,7 @@ def against_baseline(baseline: Baseline, view: PackageView, values: Dict[str, Di
                                                     f"{where}{whole}", lines[:30],
                                 "bring the nodes back to the baseline's versions (the image it was saved from), or, if "
                                 "the change is wanted and a run was READY, save a new baseline", list(nodes)))
+    if baseline.skipped:
+        findings.append(Finding("baseline", Status.OK, f"{len(baseline.skipped)} line(s) of the baseline name no "
+                                                       f"package and are not held", baseline.skipped[:10]))
     return findings

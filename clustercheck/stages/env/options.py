@@ -10,7 +10,7 @@ import click
 
 from clustercheck.node.gather import ProbeOptions
 from clustercheck.core.errors import InputError
-from clustercheck.core.requirements import parse_requirement
+from clustercheck.core.reqfile import requirements_argument
 from clustercheck.runner.options import FiniteRange, opt
 
 
@@ -29,17 +29,20 @@ class EnvOptions:
 
     required: Sequence[str] = opt("--require", multiple=True, default=(), metavar="REQUIREMENT",
                                   help="A Python package every node must have, with a version range where given "
-                                       "(repeat it): --require 'flash-attn>=2.6' --require bitsandbytes. preflight "
-                                       "asks for transformers with --model, peft with --lora.")
+                                       "(repeat it): --require 'flash-attn>=2.6' --require bitsandbytes; or a file "
+                                       "of them: --require requirements.txt (pip freeze, pip-compile with hashes, "
+                                       "-r/-c, pip list --format=json, conda list --export, environment.yml). "
+                                       "preflight asks for transformers with --model, peft with --lora.")
     baseline: Optional[str] = opt("--baseline", type=click.Path(dir_okay=False),
                                   help="A known-good environment to hold every node to: an earlier --save-baseline "
-                                       "file, a `pip freeze` output or a requirements file with == pins.")
+                                       "file, or a pip freeze / pip-compile / pip list --format=json / conda list "
+                                       "--export / environment.yml file.")
     save_baseline: Optional[str] = opt("--save-baseline", type=click.Path(dir_okay=False),
                                        help="Write the environment this run saw (every package, the CUDA build, "
                                             "NCCL, the driver, the variables) to FILE when the run is READY.")
 
     def __post_init__(self):
-        self.wanted = [parse_requirement(text, "--require") for text in self.required]
+        self.wanted = [want for text in self.required for want in requirements_argument(text)]
         if self.save_baseline and self.baseline and os.path.abspath(self.save_baseline) == \
                 os.path.abspath(self.baseline):
             raise InputError("--save-baseline would overwrite the --baseline it is held to", "command line",

@@ -169,18 +169,22 @@ def compare_packages(view: PackageView, policy: PackagePolicy) -> List[Finding]:
     return findings
 
 
-def required(view: PackageView, wanted: Iterable[Wanted]) -> List[Finding]:
-    """Each required package on every node, within its range: the nodes without it named with what they have."""
-    findings = []
+def required(view: PackageView, wanted: Iterable[Wanted], pythons: Optional[Dict[str, str]] = None) -> List[Finding]:
+    """Each required package on every node, within its range: the nodes without it named with what they have. A
+    marker is held where it holds on the node's Python (`pythons`: node -> "3.11.4"); a constraint where installed.
+    Many met at once (a requirements file) are one OK line."""
+    findings, met = [], []
+    pythons = pythons or {}
     for want in wanted:
-        values = {node: (dists.get(want.name) or {}).get("version") for node, dists in view.dists.items()}
+        values = {node: (dists.get(want.name) or {}).get("version") for node, dists in view.dists.items()
+                  if want.applies(pythons.get(node))}
         bad = {node: v for node, v in values.items() if not want.allows(v)}
         if not values:
             continue
         if not bad:
             have = sorted({v for v in values.values() if v})
-            findings.append(Finding(f"required.{want.name}", Status.OK, f"{want.text} on all {len(values)} nodes "
-                                                                        f"({', '.join(have[:3])})"))
+            met.append(Finding(f"required.{want.name}", Status.OK, f"{want.text} on all {len(values)} nodes"
+                                                                   f"{' (' + ', '.join(have[:3]) + ')' if have else ''}"))
             continue
         grouping = group_by_value({n: v or NOT_INSTALLED for n, v in bad.items()}, view.order)
         where = "any node" if len(bad) == len(values) else fold(list(bad))
@@ -190,7 +194,10 @@ def required(view: PackageView, wanted: Iterable[Wanted]) -> List[Finding]:
                                  for value, nodes in grouping.groups],
                                 f"install it with each node's training interpreter: `<python> -m pip install "
                                 f"'{want.text}'`, the same version everywhere", sorted(bad, key=view.order.index)))
-    return findings
+    if len(met) > PER_LINE:
+        met = [Finding("required", Status.OK, f"{len(met)} required packages met on every node",
+                       [", ".join(f.check[len("required."):] for f in met[i:i + 8]) for i in range(0, len(met), 8)])]
+    return met + findings
 
 
 def unreadable(view: PackageView) -> List[Finding]:
