@@ -211,12 +211,3 @@ def test_a_clean_1000_node_mesh_says_which_plan_ran_and_what_a_retry_saved():
     [ok] = [f for f in judge_net(facts) if f.check == "net.mesh"]
     assert "sampled: each node to 8 random peers" in ok.summary and "1 failed at first" in ok.summary
 
-
-def test_arp_tables_smaller_than_the_cluster_are_one_folded_warning():
-    facts = planned_facts(1000, lambda s, t, p: "open")
-    for i, doc in enumerate(facts.listeners.values()):
-        doc["net"] = {"arp_table_max": 65536 if i >= 10 else 1024}
-    [finding] = problems(facts)
-    assert (finding.check, finding.status) == ("net.arp", Status.WARN)
-    assert finding.summary == "the ARP table is smaller than the cluster on n[0-9]"
-    assert finding.evidence == ["n[0-9]: net.ipv4.neigh.default.gc_thresh3 = 1024, under 1250 for 1000 nodes"]

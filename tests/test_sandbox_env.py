@@ -166,3 +166,23 @@ def test_shared_dir_is_shared_node_local_or_shared_by_some_nodes_only(box, tmp_p
     mixed = env(box, "--shared-dir", str(common))
     assert mixed.returncode == EXIT_FAIL
     assert f"FAIL  {common} is shared by some nodes only" in mixed.stdout and f"{odd}: do not" in mixed.stdout
+
+
+def test_a_neighbour_table_overflow_in_one_nodes_kernel_log_is_named(box):
+    victim = box.nodes[2].name
+    faults.kernel_log(box, victim, ["eth0: renamed from veth1fc0901"] + ["neighbour: arp_cache: neighbor table "
+                                                                          "overflow!"] * 3)
+    proc = env(box, "--json")
+    assert proc.returncode == EXIT_FAIL, proc.stderr
+    [overflow] = [f for f in json.loads(proc.stdout)["findings"] if f["check"] == "neigh.overflow"]
+    assert overflow["nodes"] == [victim] and overflow["status"] == "FAIL"
+    assert overflow["summary"].startswith(f"{victim}'s kernel logged \"arp_cache: neighbor table overflow!\" 3 time(s)")
+
+
+def test_a_pip_compile_file_with_hashes_is_a_baseline_read_to_its_last_package(box):
+    locked = os.path.join(os.path.dirname(__file__), "data", "requirements", "proxpi-app.requirements.txt")
+    proc = env(box, "--json", "--baseline", locked)
+    changes = [e for f in json.loads(proc.stdout)["findings"] if f["check"] == "baseline" for e in f["evidence"]]
+    # werkzeug is the file's last package, after 17 continued blocks of hashes: every one was read
+    assert any(e.startswith("werkzeug 3.0.3 -> ") for e in changes), changes
+    assert any(e.startswith("coloredlogs 15.0.1 -> not installed on every node") for e in changes), changes

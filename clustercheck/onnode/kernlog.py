@@ -34,6 +34,9 @@ STAMPS = (   # (pattern near the start of a line, how to make it a time people r
 )
 DRIVER_LOADED = "NVRM: loading NVIDIA UNIX"   # the module's first line at each load
 BOOTED = re.compile(r"kernel: (\[\s*[\d.]+\] )?Linux version ")   # a kernel's first line, in syslog files
+# net/core/neighbour.c: "%s: neighbor table overflow!" with the table's id (arp_cache, ndisc_cache); before 4.x
+# "Neighbour table overflow." with none. Said when a node needs more neighbours than gc_thresh3 allows.
+NEIGH_OVERFLOW = re.compile(r"(?:(arp_cache|ndisc_cache): )?neighbou?r table overflow", re.I)
 MAX_DISTINCT = 256      # distinct (Xid, GPU) pairs kept; the rest are kept by Xid alone
 LOG_TAIL_BYTES = 32 * 2 ** 20
 KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages")
@@ -127,6 +130,17 @@ def xid_events(lines, boot=None):
     return list(found.values()), list(not_kept.values())
 
 
+def neighbour_overflows(lines, boot=None):
+    """The kernel's neighbour-table overflow lines since boot: per table, how many, when last, the last line."""
+    found = {}
+    for line in lines:
+        match = NEIGH_OVERFLOW.search(line)
+        if match:
+            _count(found, match.group(1) or "arp_cache", {"table": match.group(1) or "arp_cache"},
+                   line[match.start():].strip()[:200], stamp_of(line, boot), line)
+    return list(found.values())
+
+
 def read_kmsg(limit_s=2.0, path="/dev/kmsg"):
     """(messages, sequence number of the first) of the kernel ring buffer, read without blocking,
     each with its time since boot. A first sequence number above 0: the buffer has wrapped.
@@ -204,7 +218,8 @@ def collect_kernel_log(args):
             except (OSError, ValueError):
                 pass
         events, not_kept = xid_events(since_driver_load(lines), boot)
-        doc = {"readable": True, "source": name, "lines": len(lines), "xid": events}
+        doc = {"readable": True, "source": name, "lines": len(lines), "xid": events,
+               "neigh_overflow": neighbour_overflows(lines, boot)}
         if wrapped:
             doc["from"] = stamp_of(lines[0], boot) if lines else None
         if not_kept:

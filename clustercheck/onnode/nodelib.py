@@ -245,7 +245,28 @@ def collect_net(args):
             entry["ifname"] = route_interface(v4[0], interfaces, routes)
         peers[peer] = entry
     thresh = (read("/proc/sys/net/ipv4/neigh/default/gc_thresh3") or "").strip()
-    return {"interfaces": interfaces, "peers": peers, "arp_table_max": int(thresh) if thresh.isdigit() else None}
+    return {"interfaces": interfaces, "peers": peers, "arp_table_max": int(thresh) if thresh.isdigit() else None,
+            "neighbour_table": collect_neighbour_table()}
+
+
+def collect_neighbour_table(procfs="/proc"):
+    """The kernel's neighbour (ARP, and IPv6's NDISC) table sizes, net.ipv4/ipv6.neigh.default.gc_thresh1..3:
+    {"ipv4": {"gc_thresh1": 128, ...}, "ipv6": {...}}; a family whose files cannot be read (a container's own
+    network namespace does not show them: the host's apply) is {"unreadable": reason}."""
+    tables = {}
+    for family in ("ipv4", "ipv6"):
+        values, reason = {}, None
+        for key in ("gc_thresh1", "gc_thresh2", "gc_thresh3"):
+            path = os.path.join(procfs, "sys/net", family, "neigh/default", key)
+            text = (read(path) or "").strip()
+            if text.isdigit():
+                values[key] = int(text)
+            else:
+                reason = "%s: %s" % (path, "not a number" if text else "not readable (a container's own network "
+                                                                          "namespace hides it)")
+                break
+        tables[family] = values if reason is None else {"unreadable": reason}
+    return tables
 
 
 def collect_env(args):

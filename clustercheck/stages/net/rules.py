@@ -340,27 +340,8 @@ def links(facts: NetFacts) -> List[Finding]:
     return findings
 
 
-def neighbour_table(facts: NetFacts) -> List[Finding]:
-    """The kernel's ARP table must hold an entry for every peer a node talks to: the master of a
-    run talks to every node. Too small, and connections time out at scale ("neighbour table
-    overflow" in the kernel log)."""
-    need = int(len(facts.nodes) * 1.25)
-    small, unknown = {}, False
-    for name, doc in facts.listeners.items():
-        limit = get(doc, "net", "arp_table_max")
-        unknown = unknown or not isinstance(limit, int)
-        if isinstance(limit, int) and limit < need:
-            small[name] = f"net.ipv4.neigh.default.gc_thresh3 = {limit}, under {need} for {len(facts.nodes)} nodes"
-    return nodes_finding(
-        "net.arp", Status.WARN, small, "the ARP table is smaller than the cluster on {nodes}",
-        f"raise it on every node: sysctl -w net.ipv4.neigh.default.gc_thresh1={need // 2} "
-        f"net.ipv4.neigh.default.gc_thresh2={need} net.ipv4.neigh.default.gc_thresh3={need * 2} "
-        f"(and in /etc/sysctl.d to keep it)",
-        "" if unknown else f"ARP tables hold at least {need} entries on every node")
-
-
 JUDGES: Sequence[Callable[[NetFacts], List[Finding]]] = [
-    launch_ports, mesh, peer_names, interfaces, node_ssh, links, neighbour_table,
+    launch_ports, mesh, peer_names, interfaces, node_ssh, links,
 ]
 
 
