@@ -420,3 +420,34 @@ def test_nvbandwidth_v0_2_is_read_and_an_output_that_cannot_be_read_is_unknown()
     unread = [f for f in judge_devices(cluster) if f.check == "device.unmeasured"]
     assert [(f.status, f.nodes) for f in unread] == [(Status.UNKNOWN, ["n2"])]
     assert "nvbandwidth v0.2 on n2: its output could not be read" in unread[0].summary
+
+
+def test_dcgm_a_cut_table_is_read_row_by_row_its_error_named_with_its_gpu_and_the_cut_unknown():
+    """Issue 42: a log excerpt or a truncated capture of dcgmi diag's table. The cut variants are made here from
+    the recorded outputs; an Error or Warning row is read even when its test's row or the table's ends are gone."""
+    from clustercheck.stages.device.dcgm import judge_dcgm
+    lines = _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt").splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("| Error"))
+    excerpt = "\n".join(lines[error:error + 5])          # the Error row and four of its continuation rows, no more
+    [setting, cut] = judge_dcgm("n1", {"level": 1, "output": excerpt})
+    assert setting.status is Status.WARN and setting.nodes == ["n1"]
+    assert setting.summary == ("dcgmi diag -r 1: (a test whose row was cut off) failed on n1, GPU 0, 1 (a setting, "
+                               "not the hardware: persistence mode is off)")
+    assert setting.evidence[0].startswith("Persistence mode for GPU 0 is currently disabled.")
+    assert cut.status is Status.UNKNOWN and cut.summary == ("dcgmi diag -r 1 on n1: its table was cut (its start and "
+                                                           "its end missing); what it shows is judged, the rest was "
+                                                           "not seen")
+
+    text = _dcgm("diag-r3-text-3.3.9-4xa10g-targeted-power-fail.txt")
+    at = text.index("d power minimum target_power_min_ratio")
+    truncated = text[:at + 20]                            # a capture that stopped mid-row, inside the message
+    power, *rest = judge_dcgm("n2", {"level": 3, "output": truncated})
+    assert power.status is Status.FAIL and power.summary == ("dcgmi diag -r 3: Targeted Power failed on n2, GPU 1 "
+                                                             "(a hardware fault)")
+    assert power.evidence[0] == "GPU 1 Max power of 224.1 did not reach desired power minimum targ"
+    assert [f.summary for f in rest if f.status is Status.UNKNOWN][-1].startswith(
+        "dcgmi diag -r 3 on n2: its table was cut (its end missing)")
+
+    passes = "\n".join(text.splitlines()[:12])            # only passes before the cut: never READY on its own
+    shown = judge_dcgm("n3", {"level": 3, "output": passes})
+    assert {f.status for f in shown} == {Status.OK, Status.UNKNOWN}

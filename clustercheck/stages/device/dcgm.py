@@ -10,7 +10,8 @@ dcgm_codes.py), and the code's category and severity say what kind of problem it
 - DCGM's own error (internal, its host engine): UNKNOWN, never a verdict on the GPU.
 A message with no known code takes the kind of the test it failed (DCGM's Deployment checks by name, the rest
 hardware). A skipped or not-run test is UNKNOWN, counted once whatever rows said it; a test whose summary
-failed while its GPUs passed is failed. An output with nothing readable is UNKNOWN with DCGM's version and why.
+failed while its GPUs passed is failed. An output with nothing readable is UNKNOWN with DCGM's version and why; a
+cut table's rows are judged as they are, and what was cut off is UNKNOWN.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.result import Finding, Status
 from clustercheck.stages.device.dcgm_codes import BY_ID, CODES, Code
-from clustercheck.stages.device.dcgm_read import Diag, DiagResult, Message, parse_diag
+from clustercheck.stages.device.dcgm_read import CUT_TEST, Diag, DiagResult, Message, parse_diag
 
 # kind -> (status, what it is, remedy)
 KINDS: Dict[str, Tuple[Status, str, str]] = {
@@ -175,6 +176,13 @@ def judge_diag(node: str, diag: Diag, level: int) -> List[Finding]:
                                     if re.match(r"^(cpu[ _])?eud", test, re.I) else "") for test, gpus in skipped],
                                 "a skipped test is not a pass: enable it (dcgmi diag -p <plugin>.is_allowed=true) "
                                 "or check it another way", [node]))
+    if diag.cut:
+        read = [t for t in by_test(diag.results) if t != CUT_TEST]
+        findings.append(Finding("device.dcgm", Status.UNKNOWN, f"{which} on {node}: its table was cut "
+                                                               f"({' and '.join(diag.cut)} missing); what it shows is "
+                                                               f"judged, the rest was not seen",
+                                [f"read: {', '.join(read) or 'no whole test row'}"],
+                                "give the whole output (dcgmi diag -r N -j, or the full log)", [node]))
     if passed and not any(f.status is Status.FAIL for f in findings):
         findings.append(Finding("device.dcgm", Status.OK, f"{which} on {node}: {len(passed)} test(s) passed "
                                                           f"({', '.join(passed[:6])}{', ...' if len(passed) > 6 else ''})"))

@@ -12,6 +12,11 @@ Follows the structure DCGM's own source defines (dcgmi/Diag.cpp, nvvs/include/Nv
   and message rows named `Error` (2.x, 3.x Deployment), `Warning` / `Warning: GPU0` (plugins; 4.x) and `Info`,
   the message cut every 45 characters, mid-word, over rows with an empty name.
 Statuses: Pass, Fail, Warn, Skip, Not Run (4.5+). Reading only, no judging.
+
+A table is read row by row, so a cut one (a log excerpt, a truncated capture) still gives what it shows: rows
+before any section header, a last row cut mid-line, and an `Error` / `Warning` row whose test row was cut off
+above it (its result is then a test named CUT_TEST, failed: DCGM writes these rows only for a test that did not
+pass). `Diag.cut` says which end was missing, for the judge to say what was not seen.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 CELL = 45     # the table's value column: a message is cut into rows of this many characters
+CUT_TEST = "(a test whose row was cut off)"
 
 
 @dataclass
@@ -51,6 +57,7 @@ class Diag:
     version: str = ""             # DCGM's, where the output says it
     runtime_error: str = ""       # dcgmi's own reason for running nothing
     form: str = ""                # "json" or "table"
+    cut: List[str] = field(default_factory=list)   # a table's missing ends: "its start", "its end"
 
 
 def parse_diag(text: str) -> Diag:
@@ -134,6 +141,9 @@ def _flatten(value, kind: str) -> List[Message]:
 # ---- the table -------------------------------------------------------------------------------------------
 _SECTION = re.compile(r"^[|+]-{3,}\s+(\w[\w ]*?)\s+-+[+|]")
 _ROW = re.compile(r"^\|(.*?)\|(.*)\|\s*$")
+_CUT_ROW = re.compile(r"^\|([^|]*)\|(.*\S.*)$")          # a row whose end was cut off (no closing |)
+_HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|")
+_BORDER = re.compile(r"^\+[-=+]+\+\s*$")
 _MESSAGE_ROW = re.compile(r"^(Warning|Error|Info)(?::\s*GPU\s*(\d+))?$")
 _STATUS = re.compile(r"^\s*(Pass|Fail|Skip|Warn|Not Run)\b(?:\s*-\s*(All|GPUs?:\s*([\d,\s]+)))?\s*$")
 _GPU_STATUS = re.compile(r"^\s*GPU\s*(\d+):\s*(Pass|Fail|Skip|Warn|Not Run)\s*$")
@@ -144,12 +154,13 @@ def _from_table(text: str) -> Diag:
     category, test = "", ""
     message: Optional[List[str]] = None       # the rows of the message being read
     cut: List = []                            # (Message, its rows): joined once every row is read
-    for line in text.splitlines():
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in lines:
         section = _SECTION.match(line)
         if section:
             category, message = section.group(1), None
             continue
-        cells = _ROW.match(line)
+        cells = _ROW.match(line) or (_CUT_ROW.match(line) if line is lines[-1] else None)
         if not cells or line.startswith("+="):
             message = None
             continue
@@ -158,15 +169,16 @@ def _from_table(text: str) -> Diag:
             if name == "DCGM Version":
                 diag.version = value.strip()
             continue
-        if not category:
-            continue
+        if _HEADER.match(line) or name in ("DCGM Version", "Driver Version Detected", "GPU Device IDs Detected"):
+            continue                                                # Metadata rows whose section row was cut
         kind = _MESSAGE_ROW.match(name)
         if kind:
             message = [value]
-            if diag.results:
-                said = Message("", None, kind.group(1).lower(), [int(kind.group(2))] if kind.group(2) else None)
-                diag.results[-1].messages.append(said)
-                cut.append((said, message))
+            if not diag.results:                                    # its test's row was cut off above
+                diag.results.append(DiagResult(CUT_TEST, category, "Fail"))
+            said = Message("", None, kind.group(1).lower(), [int(kind.group(2))] if kind.group(2) else None)
+            diag.results[-1].messages.append(said)
+            cut.append((said, message))
             continue
         status = _status_of(value)
         if not name and message is not None and not status:
@@ -179,6 +191,10 @@ def _from_table(text: str) -> Diag:
             diag.results.append(DiagResult(test, category, status[0], status[1]))
     for said, rows in cut:
         said.text = _unwrap(rows)
+    if diag.results or cut:
+        diag.cut = [end for end, seen in (("its start", lines and (_BORDER.match(lines[0]) or _HEADER.match(lines[0])
+                                                                   or any(_HEADER.match(x) for x in lines[:4]))),
+                                          ("its end", _BORDER.match(lines[-1]))) if not seen]
     return diag
 
 
