@@ -446,7 +446,7 @@ def test_dcgm_a_cut_table_is_read_row_by_row_its_error_named_with_its_gpu_and_th
                                                              "(a hardware fault)")
     assert power.evidence[0] == "GPU 1 Max power of 224.1 did not reach desired power minimum targ"
     assert [f.summary for f in rest if f.status is Status.UNKNOWN][-1].startswith(
-        "dcgmi diag -r 3 on n2: its table was cut (its end missing)")
+        "dcgmi diag -r 3 (DCGM 3.3.9) on n2: its table was cut (its end missing)")
 
     passes = "\n".join(text.splitlines()[:12])            # only passes before the cut: never READY on its own
     shown = judge_dcgm("n3", {"level": 3, "output": passes})
