@@ -144,3 +144,18 @@ def test_a_run_below_ninety_percent_of_expected_is_a_finding_with_the_percentage
     [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]
     assert finding.status is Status.OK and "95% of expected" in finding.summary
     assert json.dumps(finding.to_dict())
+
+
+def test_gb200_and_its_nics_have_published_figures_and_b200_none_claimed():
+    """Issue 42: the GPUs users buy now. A GB200 compute tray (4 GPUs) is held to Azure's measured Ring figure; an
+    8x B200 node has no published single-node figure, so none is claimed (never a made-up one)."""
+    tray = published([probed("a", ["NVIDIA GB200"] * 4)], "nccl", ring=False)
+    assert tray.gbps == 679.6 and "ND_GB200_v6_results.md" in tray.source
+    assert published([probed("a", ["NVIDIA GB200"] * 4)], "nccl", ring=True).gbps == 679.6
+    assert published([probed("a", ["NVIDIA B200"] * 8)], "nccl", ring=False) is None
+    cx7 = [{"state": "ACTIVE", "rate": "400 Gb/sec (4X NDR)"}] * 4            # a GB200 tray's four ConnectX-7
+    assert published([probed(n, ["NVIDIA GB200"] * 4, cx7) for n in "ab"], "nccl", ring=False).gbps == \
+        pytest.approx(4 * 48.0)
+    cx8 = [{"state": "ACTIVE", "rate": "800 Gb/sec (4X XDR)"}] * 8            # ConnectX-8: ~760 measured with Ring
+    assert published([probed(n, ["NVIDIA B300"] * 8, cx8) for n in "ab"], "nccl", ring=False).gbps == \
+        pytest.approx(768.0)

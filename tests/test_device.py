@@ -85,6 +85,8 @@ def test_the_table_matches_whole_model_words_of_sxm_parts():
     assert expected.model_of(H100) == "H100" and expected.model_of("NVIDIA GH200 480GB") == "GH200"
     assert expected.model_of("NVIDIA H100 NVL") is None and expected.model_of("NVIDIA A100 80GB PCIe") is None
     assert expected.model_of("NVIDIA A1000") is None and expected.bf16_tflops("NVIDIA B200") == 1745.0
+    assert expected.host_and_peer_floor("NVIDIA GB200") == (48.0, 335.0)      # Azure's GB200 floors (issue 42)
+    assert expected.host_and_peer_floor("NVIDIA B200") is None                # none published: none claimed
 
 
 def test_the_probe_measures_this_cpu_and_a_wrong_bits_fault_changes_only_the_checksum(monkeypatch):

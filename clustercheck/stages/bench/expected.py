@@ -15,10 +15,20 @@ One node, NVLink/NVSwitch (the ring figure when the run forced NCCL_ALGO=Ring):
   231.58, ND_A100_v4_results.md).
 - 8x V100 SXM: 110 GB/s, Azure's pass threshold at 8 GB (Azure/azurehpc-health-checks
   conf/nd40rs_v2.conf `check_nccl_allreduce 110.0`): a minimum, no typical figure was found.
+- 4x GB200 (one compute tray of an NVL72, the GPUs a node holds): Azure ND GB200 v6 measured 679.61
+  with NCCL_ALGO=Ring at 8 GB, NCCL 2.25.1 (AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md;
+  Azure's pass threshold is 432 at 16 GB, azurehpc-health-checks conf/nd128isr_ndr_gb200_v6.conf). No
+  NVLS figure for 4 GPUs was found: the Ring figure stands for both. Across the trays of one NVL72 the
+  traffic stays on NVLink (72 GPUs measured 834.57-846.82 at 8 GB, coreweave/nccl-tests pull 43); the
+  NIC figure below is then only a floor far under what the rack does.
+- 8x B200: no published single-node measurement was found; none is claimed (the report says so).
 Across nodes, the network is the bottleneck: per NIC, 12 GB/s at 100 Gb/s, 24 at 200 Gb/s
-(NCCL maintainer, NVIDIA/nccl-tests/issues/119), 46-49 at 400 Gb/s NDR (NVIDIA/nccl-tests/
-issues/267, /290, /319: "up to ~396" for 8x 400G with Ring): 0.96x the line rate in bytes,
-times the active ports per node (at most one per GPU). No figure is claimed for TCP sockets
+(NCCL maintainer, NVIDIA/nccl-tests/issues/119), 46-49 at 400 Gb/s NDR, ConnectX-7 (NVIDIA/nccl-tests/
+issues/267, /290, /319: "up to ~396" for 8x 400G with Ring; Azure's GB200 trays check 48 GB/s per 400G
+NIC in loopback, conf/nd128isr_ndr_gb200_v6.conf), ~95 at 800 Gb/s, ConnectX-8 (8x B300 + 8x CX8
+per node: ~760 with Ring over 2-16 nodes, NVIDIA/nccl/issues/2035): 0.96x the line rate in bytes,
+times the active ports per node (at most one per GPU: a ConnectX-8 split into two 400G planes counts
+as one of them, so the figure is then low, never high). No figure is claimed for TCP sockets
 or for Gloo on CPUs: there the report says there is none, and how to give one.
 """
 
@@ -35,6 +45,9 @@ PER_NIC_OF_LINE_RATE = 0.96
 # (model, GPUs, busbw default algorithm, busbw with NCCL_ALGO=Ring or None, source); the model is a word
 # of the GPU's name, of an SXM part only (sxm_model)
 SINGLE_NODE = [
+    ("GB200", 4, 679.6, 679.6, "4x GB200 (one NVL72 compute tray): Azure ND GB200 v6 measured 679.61 GB/s with "
+                               "Ring at 8 GB (github.com/Azure/AI-benchmarking-guide ND_GB200_v6_results.md); "
+                               "no NVLS figure for 4 GPUs published: the Ring figure stands for both"),
     ("H200", 8, 480.0, None, "8x H200: Azure ND H200 v5 measured 479.98 GB/s at 8 GB "
                              "(github.com/Azure/AI-benchmarking-guide)"),
     ("H100", 8, 480.0, 370.0, "8x H100 SXM: ~480 GB/s with NVLS, ~370 with Ring (NCCL maintainer, "

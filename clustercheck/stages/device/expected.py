@@ -6,8 +6,12 @@ Matmul FLOPS comparison table"). The same page reports 5% and more between the G
 the device stage judges against its peers as well, and this table only catches a device far below.
 Host link and peer copies: Azure's health checks (github.com/Azure/azurehpc-health-checks,
 conf/nd96isr_h100_v5.conf and nd96amsr_a100_v4.conf: check_gpu_bw H2D/D2H and P2P floors) and the
-nvbandwidth figures of ml-engineering's network README (H200: H2D 55.4, D2H 55.1 GB/s). SKU variants
-differ by design (an H100 NVL has 12 of 18 NVLinks): these are floors for the SXM parts only.
+nvbandwidth figures of ml-engineering's network README (H200: H2D 55.4, D2H 55.1 GB/s). GB200: Azure
+checks its ND GB200 v6 trays with the same floors (conf/nd128isr_ndr_gb200_v6.conf, check_gpu_bw 48 335),
+far under what its NVLink-C2C host link measured (nvbandwidth H2D 201, D2H 193 GB/s, AI-benchmarking-guide
+Azure_Results/ND_GB200_v6_results.md): a link trained down still shows. B200: no published host-link or
+peer floor was found, and no HBM figure for any model clustercheck measures the same way: none is claimed.
+SKU variants differ by design (an H100 NVL has 12 of 18 NVLinks): these are floors for the SXM parts only.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from clustercheck.node.facts import sxm_model_word
 MAMF_BF16_TFLOPS = {"A100": 271.2, "H100": 794.5, "H200": 794.5, "GH200": 828.6, "B200": 1745.0, "B300": 1769.0,
                     "GB200": 1822.0, "MI300X": 668.4, "MI325X": 784.9, "MI355X": 1565.0}
 # model word -> (H2D and D2H floor, P2P floor) in GB/s (Azure azurehpc-health-checks check_gpu_bw)
-HOST_AND_PEER_GBS = {"H100": (48.0, 335.0), "H200": (48.0, 335.0), "A100": (21.0, 238.0)}
+HOST_AND_PEER_GBS = {"H100": (48.0, 335.0), "H200": (48.0, 335.0), "A100": (21.0, 238.0), "GB200": (48.0, 335.0)}
 GEMM_FLOOR = 0.75      # below this share of the model's MAMF a GPU is far off whatever its peers do
 
 
