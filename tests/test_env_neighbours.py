@@ -41,6 +41,8 @@ def test_1100_nodes_on_the_kernel_default_fail_with_the_sysctl_that_fixes_it():
 def test_two_interfaces_double_the_need_and_a_soft_limit_under_it_warns():
     docs = nodes(400, lambda: node_doc(addresses=("10.0.0.1",)))
     docs["n0"]["net"]["interfaces"]["eth1"] = {"kind": "physical", "state": "up", "ipv4": ["10.1.0.1"]}
+    for doc in docs.values():      # a bridge with an address is no second network to the cluster's peers
+        doc["net"]["interfaces"]["docker0"] = {"kind": "virtual", "state": "up", "ipv4": ["172.17.0.1"]}
     [soft] = neighbour_tables(docs, 400)
     assert soft.status is Status.WARN and soft.nodes == ["n0"]
     assert soft.evidence == ["n0: net.ipv4.neigh.default.gc_thresh2 = 512, under the 798 entries it needs: "

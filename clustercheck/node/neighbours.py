@@ -4,8 +4,8 @@ On a flat network the kernel keeps one entry per peer address it sends to, per i
 by default) a new peer is refused: "arp_cache: neighbor table overflow!" in the kernel log, connections that time
 out, and a job of more than about 1,000 hosts stalls at init (its rank 0 and TCPStore talk to every node).
 
-The rule: a node needs (nodes in the cluster - 1) x (its interfaces with an address of that family, at least one)
-entries; gc_thresh3 under that FAILs (the table overflows as soon as the run talks to all), gc_thresh2 under it
+The rule: a node needs (nodes in the cluster - 1) x (its physical interfaces with an address of that family, at
+least one: a bond or bridge is one network) entries; gc_thresh3 under that FAILs (the table overflows as soon as the run talks to all), gc_thresh2 under it
 WARNs (the kernel garbage-collects entries older than 5 s above gc_thresh2: ARP churn at init). The remedy gives
 gc_thresh1 = need, gc_thresh2 = 2 x need, gc_thresh3 = 4 x need: headroom for the other hosts on the segment
 (storage, gateways) and for the collector's hysteresis. A kernel log line of the overflow is a finding of its own.
@@ -31,14 +31,21 @@ KERNEL_DEFAULT = SYSCTLS["gc_thresh3"][0]
 
 
 def interfaces_used(doc: Dict, family: str) -> int:
-    """The node's interfaces that carry an address of the family (link-local IPv6 and loopback not counted)."""
+    """The node's physical interfaces that carry an address of the family (link-local IPv6 not counted), at least
+    one: each keeps its own entry per peer (RoCE and IPoIB rails resolve their peers too). Virtual ones (a bond,
+    a bridge, docker0, veth) are the node's one network at most, never more peers."""
     count = 0
     for name, iface in (get(doc, "net", "interfaces") or {}).items():
-        if iface.get("kind") == "loopback" or name == "lo" or iface.get("state") not in ("up", "unknown", None):
+        if iface.get("kind") != "physical" or iface.get("state") not in ("up", "unknown", None):
             continue
         addrs = [a for a in iface.get(family) or [] if not str(a).lower().startswith("fe80")]
         count += bool(addrs)
     return count
+
+
+def _has_address(doc: Dict, family: str) -> bool:
+    return any(a for iface in (get(doc, "net", "interfaces") or {}).values() if iface.get("kind") != "loopback"
+               for a in iface.get(family) or [] if not str(a).lower().startswith("fe80"))
 
 
 def _remedy(prefix: str, need: int) -> str:
@@ -52,7 +59,7 @@ def _judge_family(docs: Dict[str, Dict], num_nodes: int, family: str) -> Tuple[L
     unread, needs = [], []
     for node, doc in docs.items():
         used = interfaces_used(doc, key)
-        if family == "ipv6" and not used:
+        if family == "ipv6" and not _has_address(doc, key):
             continue                        # no IPv6 address in use: its table is not asked
         need = (num_nodes - 1) * max(1, used)
         needs.append(need)

@@ -114,7 +114,8 @@ def python_version(ctx: EnvContext) -> List[Finding]:
 def python_packages(ctx: EnvContext) -> List[Finding]:
     """Rows 6, 7: every distribution of the training interpreter, compared, required and held to a baseline."""
     view = packages.package_view(ctx.probed)
-    policy = packages.PackagePolicy([w.name for w in ctx.wanted], ctx.limits.fail_packages, ctx.limits.warn_packages)
+    policy = packages.PackagePolicy([w.name for w in ctx.wanted if not w.constraint], ctx.limits.fail_packages,
+                                    ctx.limits.warn_packages)
     findings = packages.unreadable(view) + packages.compare_packages(view, policy) + packages.required(
         view, ctx.wanted, {n: v["python"] for n, v in ctx.values.items() if "python" in v})
     if ctx.baseline is not None and view.dists:
