@@ -143,6 +143,8 @@ def _one(line: str, path: str, number: int, result: RequirementsFile, constraint
     option, _, rest = line.partition(" ")
     if "=" in option and option.startswith("--"):
         option, _, rest = line.partition("=")
+    elif option[:2] in ("-r", "-c", "-e") and len(option) > 2 and not option.startswith("--"):
+        option, rest = option[:2], line[2:]            # -rbase.txt: optparse's attached value
     if option in INCLUDE:
         _include(rest.strip(), path, number, result, constraint or INCLUDE[option], depth)
     elif option in EDITABLE:
