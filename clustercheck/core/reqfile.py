@@ -120,23 +120,25 @@ def _lines(text: str, path: str, result: RequirementsFile, constraint: bool, dep
 
 
 def _logical_lines(text: str) -> List[Tuple[int, str]]:
-    """pip's order: lines continued with a trailing backslash joined (numbered by their first line; a comment line
-    ends a continued one), then comments dropped."""
+    """pip's order (req_file.py's join_lines): a line ending in a backslash is joined to the next as is (numbered by
+    its first line), a comment line ends a continued one; then comments are dropped."""
     joined: List[Tuple[int, str]] = []
     parts: List[str] = []
     first = 0
     for number, raw in enumerate(text.splitlines(), 1):
-        if not parts:
-            first = number
-        if raw.endswith("\\") and not raw.lstrip().startswith("#"):
-            parts.append(raw[:-1])
+        comment = raw.lstrip().startswith("#")
+        if raw.endswith("\\") and not comment:
+            if not parts:
+                first = number
+            parts.append(raw.strip("\\"))
             continue
-        parts.append(raw)
-        joined.append((first, " ".join(parts)))
+        line = " " + raw if comment else raw
+        joined.append((first, "".join(parts) + line) if parts else (number, line))
         parts = []
     if parts:
-        joined.append((first, " ".join(parts)))
-    return [(n, COMMENT.sub("", line).strip()) for n, line in joined if COMMENT.sub("", line).strip()]
+        joined.append((first, "".join(parts)))
+    cleaned = ((n, COMMENT.sub("", line).strip()) for n, line in joined)
+    return [(n, line) for n, line in cleaned if line]
 
 
 def _one(line: str, path: str, number: int, result: RequirementsFile, constraint: bool, depth: int) -> None:
