@@ -31,7 +31,7 @@ def test_1100_nodes_on_the_kernel_default_fail_with_the_sysctl_that_fixes_it():
     docs = nodes(1100, n7=lambda: node_doc(v4=raised))
     [small] = neighbour_tables(docs, 1100)
     assert (small.check, small.status) == ("neigh.ipv4", Status.FAIL) and "n7" not in small.nodes
-    assert small.summary == "the ipv4 neighbour table is smaller than the cluster needs on n[0-6,8-1099]"
+    assert small.summary == "the neighbour (ARP) table is smaller than the cluster needs on n[0-6,8-1099]"
     assert small.evidence == ["n[0-6,8-1099]: net.ipv4.neigh.default.gc_thresh3 = 1024, under the 1099 entries it "
                               "needs (1099 peers x 1 interface(s))"]
     assert small.remedy.startswith("raise it on every node: sysctl -w net.ipv4.neigh.default.gc_thresh1=1099 "

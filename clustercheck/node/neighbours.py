@@ -27,6 +27,7 @@ SYSCTLS = {
     "gc_thresh3": (1024, "hard maximum: a new neighbour past it is refused (neighbor table overflow)"),
 }
 FAMILIES = {"ipv4": ("net.ipv4.neigh.default", "ipv4"), "ipv6": ("net.ipv6.neigh.default", "ipv6")}
+TABLES = {"ipv4": "neighbour (ARP) table", "ipv6": "IPv6 neighbour (NDISC) table"}
 KERNEL_DEFAULT = SYSCTLS["gc_thresh3"][0]
 
 
@@ -82,12 +83,12 @@ def _judge_family(docs: Dict[str, Dict], num_nodes: int, family: str) -> Tuple[L
             for node, text in bad.items():
                 groups.setdefault(text, []).append(node)
             findings.append(Finding(f"neigh.{family}", status,
-                                    f"the {family} neighbour table is smaller than the cluster needs on "
+                                    f"the {TABLES[family]} is smaller than the cluster needs on "
                                     f"{fold(list(bad))}", [f"{fold(ns)}: {t}" for t, ns in groups.items()],
                                     _remedy(prefix, need), list(bad)))
     if unread and need > KERNEL_DEFAULT:
         findings.append(Finding(f"neigh.{family}", Status.UNKNOWN,
-                                f"the {family} neighbour table could not be read on {fold(unread)}, and "
+                                f"the {TABLES[family]} could not be read on {fold(unread)}, and "
                                 f"{num_nodes} nodes need {need} entries, more than the kernel default "
                                 f"{KERNEL_DEFAULT}", [get(docs[unread[0]], "net", "neighbour_table", family,
                                                           "unreadable") or "no neighbour_table in the probe"],
