@@ -71,7 +71,7 @@ def _judge_family(docs: Dict[str, Dict], num_nodes: int, family: str) -> Tuple[L
         if table["gc_thresh3"] < need:
             small[node] = (Status.FAIL, f"{prefix}.gc_thresh3 = {table['gc_thresh3']}, under the {need} entries "
                                         f"it needs ({num_nodes - 1} peers x {max(1, used)} interface(s))")
-        elif table["gc_thresh2"] < need:
+        elif table.get("gc_thresh2", need) < need:
             small[node] = (Status.WARN, f"{prefix}.gc_thresh2 = {table['gc_thresh2']}, under the {need} entries it "
                                         f"needs: collected after 5 s, re-resolved at every step")
     findings = []
