@@ -18,10 +18,15 @@ One node, NVLink/NVSwitch (the ring figure when the run forced NCCL_ALGO=Ring):
 - 4x GB200 (one compute tray of an NVL72, the GPUs a node holds): Azure ND GB200 v6 measured 679.61
   with NCCL_ALGO=Ring at 8 GB, NCCL 2.25.1 (AI-benchmarking-guide Azure_Results/ND_GB200_v6_results.md;
   Azure's pass threshold is 432 at 16 GB, azurehpc-health-checks conf/nd128isr_ndr_gb200_v6.conf). No
-  NVLS figure for 4 GPUs was found: the Ring figure stands for both. Across the trays of one NVL72 the
-  traffic stays on NVLink (72 GPUs measured 834.57-846.82 at 8 GB, coreweave/nccl-tests pull 43); the
-  NIC figure below is then only a floor far under what the rack does.
-- 8x B200: no published single-node measurement was found; none is claimed (the report says so).
+  NVLS figure for 4 GPUs was found: the Ring figure stands for both, as NCCL keeps to Ring at 4 GPUs (on
+  4 GPUs of an HGX B200 it picked Ring with NVLS enabled: 673.2, and 673.8 without; ml-engineering below).
+  Across the trays of one NVL72 the traffic stays on NVLink (72 GPUs measured 834.57-846.82 at 8 GB,
+  coreweave/nccl-tests pull 43); the NIC figure below is then only a floor far under what the rack does.
+- 8x B200 (HGX): ml-engineering measured 838.0 with NVLS (NCCL's choice) and 682.2 with NCCL_NVLS_ENABLE=0
+  (the ring) at 8 GiB, nccl-tests on an AWS p6-b200.48xlarge, NCCL 2.27.7 (github.com/stas00/ml-engineering
+  network/README.md, section "SHARP", at 744d01e18b79512572f64a6bbd8b5f4a725203a7; its all_reduce_bench.py
+  on the same node type: 839.07 at 8 GiB, 845.67 at 16 GiB). One node, one measurement: no maintainer figure
+  for B200 was found (a user reported "830+" on 8 B200, NVIDIA/nccl/issues/1807).
 Across nodes, the network is the bottleneck: per NIC, 12 GB/s at 100 Gb/s, 24 at 200 Gb/s
 (NCCL maintainer, NVIDIA/nccl-tests/issues/119), 46-49 at 400 Gb/s NDR, ConnectX-7 (NVIDIA/nccl-tests/
 issues/267, /290, /319: "up to ~396" for 8x 400G with Ring; Azure's GB200 trays check 48 GB/s per 400G
@@ -48,6 +53,9 @@ SINGLE_NODE = [
     ("GB200", 4, 679.6, 679.6, "4x GB200 (one NVL72 compute tray): Azure ND GB200 v6 measured 679.61 GB/s with "
                                "Ring at 8 GB (github.com/Azure/AI-benchmarking-guide ND_GB200_v6_results.md); "
                                "no NVLS figure for 4 GPUs published: the Ring figure stands for both"),
+    ("B200", 8, 838.0, 682.2, "8x B200 (HGX): ml-engineering measured 838.0 GB/s with NVLS and 682.2 with "
+                              "NCCL_NVLS_ENABLE=0 (the ring) at 8 GiB, nccl-tests, NCCL 2.27.7, AWS p6-b200.48xlarge "
+                              "(github.com/stas00/ml-engineering network/README.md, SHARP)"),
     ("H200", 8, 480.0, None, "8x H200: Azure ND H200 v5 measured 479.98 GB/s at 8 GB "
                              "(github.com/Azure/AI-benchmarking-guide)"),
     ("H100", 8, 480.0, 370.0, "8x H100 SXM: ~480 GB/s with NVLS, ~370 with Ring (NCCL maintainer, "

@@ -10,7 +10,10 @@ nvbandwidth figures of ml-engineering's network README (H200: H2D 55.4, D2H 55.1
 checks its ND GB200 v6 trays with the same floors (conf/nd128isr_ndr_gb200_v6.conf, check_gpu_bw 48 335),
 far under what its NVLink-C2C host link measured (nvbandwidth H2D 201, D2H 193 GB/s, AI-benchmarking-guide
 Azure_Results/ND_GB200_v6_results.md): a link trained down still shows. B200: no published host-link or
-peer floor was found, and no HBM figure for any model clustercheck measures the same way: none is claimed.
+peer measurement was found (Azure's health checks have no B200 configuration, and no nvbandwidth run on
+B200 was published): none is claimed. HBM: the probe's on-GPU copy is judged against the node's peers only;
+no model has a published figure of that copy here (B200 and GB200 included: only spec sheets and a bus
+width read back from the driver, pytorch/ao pull 4002, were found, never a measured copy).
 SKU variants differ by design (an H100 NVL has 12 of 18 NVLinks): these are floors for the SXM parts only.
 """
 
