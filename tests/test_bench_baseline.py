@@ -19,6 +19,7 @@ from clustercheck.ranks.runs import LaunchResult, NodeRun
 from clustercheck.stages.bench.baseline import read_baseline
 from clustercheck.stages.bench.expected import gbits, published
 from clustercheck.stages.bench.facts import BenchFacts
+from clustercheck.stages.bench.render import percent_line
 from clustercheck.stages.bench.rules import Expectations, judge_bench
 from clustercheck.stages.bench.table import parse_avg_busbw, parse_table
 
@@ -163,6 +164,24 @@ def test_gb200_b200_and_their_nics_have_published_figures():
     assert published([probed(n, ["NVIDIA B300"] * 8, cx8) for n in "ab"], "nccl", ring=False).gbps == \
         pytest.approx(768.0)
 
+
+def test_a_healthy_b200_node_swept_to_the_default_1g_is_not_held_to_its_8g_nvls_figure():
+    """On 8x B200, NVLS lifts busbw only from 8 GiB (740.64 at 4 GiB, 838.0 at 8 GiB): the default 1 GiB sweep of a
+    healthy node (~723 GB/s) must not WARN against 838, while a sweep that ran 8 GiB and stayed at 723 must."""
+    hgx = published([probed("a", ["NVIDIA B200"] * 8)], "nccl", ring=False)
+    facts = sweep_facts([(2 ** 29, 689.0), (2 ** 30, 723.3)], nodes=("b200",))
+    facts.expected = hgx
+    [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]
+    assert finding.status is Status.OK and "98% of expected 740.6 GB/s" in finding.summary
+    assert "under 8 GiB" in finding.evidence[0]
+    line = percent_line(facts, "all_reduce", facts.figures.by_collective["all_reduce"])
+    assert "= 98% of expected 740.6 GB/s" in line                   # the table under it says the same
+    facts = sweep_facts([(2 ** 30, 723.3), (8 * 2 ** 30, 723.3)], nodes=("b200",))
+    facts.expected = hgx
+    [finding] = [f for f in judge_bench(facts, Expectations(), 60) if f.check == "bench.expected.all_reduce"]
+    assert finding.status is Status.WARN and "86% of expected 838 GB/s" in finding.summary
+    ring = published([probed("a", ["NVIDIA B200"] * 8)], "nccl", ring=True)
+    assert ring.at_largest(2 ** 30) == (682.2, ring.source)             # Ring has no such step: one figure
 
 def test_a_recorded_b200_all_gather_reads_and_is_never_held_to_the_all_reduce_figure():
     """Two Google Cloud A4 nodes (8x B200, eight 400G RDMA NICs each) ran all_gather_perf: the log reads as an

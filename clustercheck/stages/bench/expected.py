@@ -26,7 +26,9 @@ One node, NVLink/NVSwitch (the ring figure when the run forced NCCL_ALGO=Ring):
   (the ring) at 8 GiB, nccl-tests on an AWS p6-b200.48xlarge, NCCL 2.27.7 (github.com/stas00/ml-engineering
   network/README.md, section "SHARP", at 744d01e18b79512572f64a6bbd8b5f4a725203a7; its all_reduce_bench.py
   on the same node type: 839.07 at 8 GiB, 845.67 at 16 GiB). One node, one measurement: no maintainer figure
-  for B200 was found (a user reported "830+" on 8 B200, NVIDIA/nccl/issues/1807).
+  for B200 was found (a user reported "830+" on 8 B200, NVIDIA/nccl/issues/1807). Its NVLS figure rises only
+  from 8 GiB (740.64 at 4 GiB, 723.34 at 1 GiB, same page): a sweep that stops below 8 GiB (the default 1G)
+  is held to 740.6, never to a size it did not run (SMALLER_SWEEP).
 Across nodes, the network is the bottleneck: per NIC, 12 GB/s at 100 Gb/s, 24 at 200 Gb/s
 (NCCL maintainer, NVIDIA/nccl-tests/issues/119), 46-49 at 400 Gb/s NDR, ConnectX-7 (NVIDIA/nccl-tests/
 issues/267, /290, /319: "up to ~396" for 8x 400G with Ring; Azure's GB200 trays check 48 GB/s per 400G
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from clustercheck.node.facts import Probed, get, gpus, sxm_model_word
 
@@ -67,10 +69,26 @@ SINGLE_NODE = [
 ]
 
 
+# model -> (size, GB/s, source): the figure a sweep whose largest message is under `size` is held to, where the
+# table's own is reached only from that size on; with NCCL's default algorithm only (Ring has no such step)
+SMALLER_SWEEP = {
+    "B200": (8 * 2 ** 30, 740.6, "8x B200 under 8 GiB: ml-engineering measured 740.64 GB/s at 4 GiB and 723.34 at "
+                                 "1 GiB (NVLS, NCCL 2.27.7, all_reduce_bench.py on a p6-b200.48xlarge; github.com/"
+                                 "stas00/ml-engineering network/README.md); 838 from 8 GiB on (-e 8G)"),
+}
+
+
 @dataclass(frozen=True)
 class Expected:
     gbps: float
     source: str
+    smaller: Optional[Tuple[int, float, str]] = None    # SMALLER_SWEEP's row for these nodes
+
+    def at_largest(self, largest: int) -> Tuple[float, str]:
+        """The figure and its source for a sweep whose largest message is `largest` bytes."""
+        if self.smaller and largest < self.smaller[0]:
+            return self.smaller[1], self.smaller[2]
+        return self.gbps, self.source
 
 
 def gbits(rate: Optional[str]) -> Optional[float]:
@@ -113,7 +131,8 @@ def single_node_figure(probed: Probed, ring: bool) -> Optional[Expected]:
         if key == model and len(node_gpus) == count:
             if ring and ring_gbps is None:
                 return None
-            return Expected(ring_gbps if ring else default, source + (" (Ring)" if ring else ""))
+            return Expected(ring_gbps if ring else default, source + (" (Ring)" if ring else ""),
+                            None if ring else SMALLER_SWEEP.get(key))
     return None
 
 

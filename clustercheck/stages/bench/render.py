@@ -44,8 +44,8 @@ def percent_line(facts: BenchFacts, name: str, rows: List[Dict]) -> str:
         return f"# Peak bus bandwidth   : {top:.4g} GB/s"
     if facts.expected is None:
         return f"# Peak bus bandwidth   : {top:.4g} GB/s (no expected figure for {facts.backend} on these nodes)"
-    return (f"# Peak bus bandwidth   : {top:.4g} GB/s = {top / facts.expected.gbps:.0%} of expected "
-            f"{facts.expected.gbps:g} GB/s ({facts.expected.source})")
+    gbps, source = facts.expected.at_largest(max(row["size"] for row in rows))
+    return f"# Peak bus bandwidth   : {top:.4g} GB/s = {top / gbps:.0%} of expected {gbps:g} GB/s ({source})"
 
 
 def search_rounds(facts: BenchFacts, tablefmt: str) -> Optional[str]:
