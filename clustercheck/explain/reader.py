@@ -216,6 +216,9 @@ def read_logs(paths: List[str]) -> LogView:
                 if recorded_kind(head.decode("utf-8", "replace")):
                     view.recorded[path] = (head + handle.read(RECORDED_MAX)).decode("utf-8", "replace")
                     view.bytes_read += handle.tell()
+                    for line in view.recorded[path].splitlines():    # nccl-tests with NCCL_DEBUG=INFO
+                        if "NCCL" in line:
+                            ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
                     continue
                 handle.seek(0)
                 node = node_of_file(path, several)

@@ -118,7 +118,7 @@ def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if) -> List[Tuple[s
              for name, values, what in FORCED if env.get(name, "").lower() in values]
     failures = [line for r in ranks for line in r.get("net_failures") or []]
     if failures and (net == "Socket" or net is None and any(r.get("socket_ifs") for r in ranks)):
-        found.insert(0, ("sockets", failures[0]))
+        found.append(("sockets", failures[0]))      # after a variable: NCCL_IB_DISABLE is why IB found no device
     boot = _virtual_bootstrap(ranks, virtual_if)
     if boot:
         found.append(("bootstrap", boot))
