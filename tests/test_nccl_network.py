@@ -121,3 +121,25 @@ def test_lines_joined_on_one_are_each_read():
     assert joined.count("NCCL INFO") > 1
     ncclpath.read_line(joined, ranks, job)
     assert sum(sum(r["inter"].values()) for r in ranks.values()) == joined.count("via NET/")
+
+
+DIAG = os.path.join(os.path.dirname(__file__), "data", "nccl-diag")
+
+
+def diag_findings(name):
+    return [f for f in explain([os.path.join(DIAG, name)]).findings if f.check == "nccl.diag"]
+
+
+def test_ncc_diagnostics_that_passed_are_said_and_a_flagged_check_warns_naming_the_odd_ranks():
+    """NCCL 2.31's DIAG reports as its documentation prints them (tests/data/nccl-diag/SOURCES.md): [OK] checks are
+    named as passed; an [INFO] (informational in NCCL: init goes on) is a WARN with the check, its lines and the
+    ranks of each value group, blaming no node (the report does not say where a rank runs)."""
+    [ok] = diag_findings("nccl-docs-ras-diagnostics-ok-2.31.txt")
+    assert ok.status.name == "OK" and "CUDA driver version" in ok.summary and "NVLink" in ok.summary
+    [env] = diag_findings("nccl-docs-ras-diagnostics-env-mismatch-2.31.txt")
+    assert env.status.name == "WARN" and "NCCL environment" in env.summary and not env.nodes
+    assert "NCCL_DEBUG=WARN on rank(s) 4, 5, 6, 7" in env.summary and "NCCL_DEBUG=INFO on rank(s) 0" in env.summary
+    [p2p] = diag_findings("nccl-docs-active-diagnostics-p2p-partial-2.31.txt")
+    assert p2p.status.name == "WARN" and "only 52/56" in p2p.evidence[0] and "NVLink or PCIe" in p2p.remedy
+    assert [f.status.name for f in diag_findings("nccl-docs-active-diagnostics-ok-2.31.txt")] == ["OK"]
+    assert explain([os.path.join(DIAG, "nccl-docs-ras-diagnostics-env-mismatch-2.31.txt")]).exit_code == 1

@@ -42,9 +42,13 @@ def screen_lines(docs: Dict[str, Dict], limit: int = 12) -> List[str]:
         return []
     rows: Dict[Tuple, List[str]] = {}
     for node, doc in docs.items():
+        if not (doc["network"] or doc["plugin"] or doc["fallback"] or doc["between"] != "-" or doc["inside"] != "-"):
+            continue            # a node whose lines say nothing of the path (a WARN, a DIAG report alone)
         row = (doc["network"] or "?", doc["between"], doc["inside"], doc["plugin"] or "-", _yes_no(doc["gpudirect"]),
                doc["fallback"] or "-")
         rows.setdefault(row, []).append(node)
+    if not rows:
+        return []
     lines = ["NCCL's path (from its own lines):"]
     for row, nodes in list(rows.items())[:limit]:
         network, between, inside, plugin, gdr, fallback = row

@@ -1,76 +1,83 @@
-"""What NCCL's own diagnostics said (NCCL 2.31 and later, `NCCL_RUN_DIAGNOSTICS=1`, `NCCL_RUN_RAS_DIAGNOSTICS=1`):
-the `NCCL DIAG` lines each rank wrote (onnode/ncclpath.py keeps them per rank), judged.
+"""What NCCL's own diagnostics said (NCCL 2.31 and later: `NCCL_RUN_DIAGNOSTICS=1` runs the active checks, a P2P
+transfer over every GPU pair NCCL means to use; `NCCL_RUN_RAS_DIAGNOSTICS=1`, `ncclras -D` or the RAS port's
+`diagnostics` command compare GPU inventory, CUDA driver, ECC, NVLink and the NCCL_* variables across ranks), judged
+from the `NCCL DIAG` lines (onnode/ncclpath.py keeps them per rank).
 
-NCCL's documentation (Troubleshooting, Diagnostics) says the basic reports carry the `NCCL DIAG` prefix and bypass
-the debug filter; the active checks write data over each path NCCL means to use (the P2P edges inside a node, the
-network between nodes) and say which edge failed; the RAS diagnostics compare the GPU, the CUDA driver and NCCL's
-configuration across ranks. No recorded DIAG line was found in NCCL's source (the 2.30 snapshot predates them) nor
-in its documentation's excerpts, so this reader follows the documented structure, not a sample's rows:
-- a line that says a check failed, a mismatch or a difference (the words in FAILED) is a WARN naming the node
-  and quoting the line: NCCL makes its diagnostics informational, a failed edge does not fail the communicator;
-- a `name: value` (or `name=value`) fact that differs between ranks is a WARN naming the odd ranks' nodes (the
-  majority is the baseline, as everywhere in clustercheck).
-Pure: no I/O.
+The structure is NCCL's documentation's (docs/userguide/source/troubleshooting/diagnostics.rst and ras.rst, "RAS
+Diagnostics", NVIDIA/nccl 8898068; the recorded examples are in tests/data/nccl-diag): each line `[host:pid] NCCL
+DIAG [TAG] check: text`, a header (`=== ... ===`) and a completion line; `[OK]` a check that reported nothing,
+`[INFO]` "a condition that may require review" (a failed verification, inconsistent values, missing information);
+a check may group ranks by value over several lines (`NCCL_DEBUG=WARN on rank(s) {4,5,6,7}`). NCCL makes them
+informational (init goes on), so an `[INFO]` is a WARN here, naming the check, its lines and the ranks of the
+smaller group; the report does not say which node holds a rank, so no node is blamed. A tag NCCL may add later is
+said with its name, never dropped. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
-from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 
-FAILED = re.compile(r"\b(?:FAIL(?:ED|URE)?|[Ff]ail(?:ed|ure)|MISMATCH|[Mm]ismatch|differ(?:s|ent)?|ERROR|[Ee]rror|"
-                    r"[Ii]nconsistent|unreachable|corrupt\w*)\b")
-FACT = re.compile(r"^([A-Za-z][\w .()/-]{1,60}?)\s*[:=]\s*(\S.{0,120}?)\s*$")
+_RESULT = re.compile(r"^\[(\w+)\]\s+([^:]{1,60}):\s*(.*)$")
+_GROUP = re.compile(r"(\S+?)\s+on rank\(s\)\s+\{([^}]*)\}")
+_DONE = re.compile(r"diagnostics completed in ([\d.]+ \w+) across (\d+) (?:ranks|RAS peers)")
 MAX_SAID = 8
+# what to look at when a check says [INFO], by the check's name as NCCL prints it
+REMEDY = {"p2p": "a GPU pair whose P2P transfer failed: its NVLink or PCIe path (nvidia-smi topo -m, nvidia-smi nvlink "
+                 "-s; clustercheck device), or a container without IPC between the ranks",
+          "GPU inventory": "nodes with other GPU counts or models than the rest: clustercheck env names them",
+          "CUDA driver version": "one driver on every node: clustercheck env compares the drivers",
+          "ECC": "a GPU with uncorrected ECC errors: drain the node, reset the GPU (clustercheck device)",
+          "NVLink": "a node with NVLinks down: nvidia-smi nvlink -s, then the fabric manager; clustercheck env",
+          "NCCL environment": "the same NCCL_* variables on every rank: set them in the launcher, not per node"}
 
 
-def _node(rank: Dict) -> str:
-    return str(rank.get("host") or "log")
+def _results(ranks: List[Dict]) -> Tuple[List[Tuple[str, str, str]], List[str]]:
+    found, done = [], []
+    for rank in ranks:
+        for line in rank.get("diag") or []:
+            match = _RESULT.match(line)
+            if match:
+                found.append((match.group(1).upper(), match.group(2).strip(), line))
+            elif _DONE.search(line):
+                done.append(line)
+    return found, done
+
+
+def _smaller_groups(lines: List[str]) -> List[str]:
+    groups: Dict[str, List[str]] = {}
+    for line in lines:
+        for value, ranks in _GROUP.findall(line):
+            groups[value] = [r.strip() for r in ranks.split(",") if r.strip()]
+    if len(groups) < 2:
+        return []
+    sizes = sorted(len(r) for r in groups.values())
+    largest = max(groups, key=lambda v: len(groups[v])) if sizes[-1] > sizes[-2] else None    # a tie: every group
+    return [f"{value} on rank(s) {', '.join(ranks)}" for value, ranks in groups.items() if value != largest]
 
 
 def judge_diag(ranks: List[Dict]) -> List[Finding]:
-    """[] where no rank wrote a DIAG line; else what they said failed or differed, or one OK saying how many
-    ranks' diagnostics passed."""
-    said = [(rank, line) for rank in ranks for line in rank.get("diag") or []]
-    if not said:
+    """[] where no rank wrote a DIAG result; else one WARN per check NCCL flagged, or one OK naming the checks
+    that passed."""
+    found, done = _results(ranks)
+    if not found:
         return []
-    findings: List[Finding] = []
-    failed = [(rank, line) for rank, line in said if FAILED.search(line)]
-    if failed:
-        nodes = sorted({_node(r) for r, _ in failed})
-        findings.append(Finding("nccl.diag", Status.WARN, f"NCCL's own diagnostics report a problem on {fold(nodes)}",
-                                [f"{_node(r)}: NCCL DIAG {line}" for r, line in failed[:MAX_SAID]],
-                                "read the edge or the value NCCL names: a failed P2P edge is the GPUs' link (nvidia-smi "
-                                "topo -m, clustercheck device), a failed network edge the NIC or its cable, a value "
-                                "that differs the node's software (clustercheck env compares them)", nodes))
-    findings += _differing(said)
-    if not findings:
-        findings.append(Finding("nccl.diag", Status.OK, f"NCCL's own diagnostics passed on {len(ranks)} rank(s) "
-                                                        f"({len(said)} DIAG line(s), none failed or differed)"))
-    return findings
-
-
-def _differing(said) -> List[Finding]:
-    values: Dict[str, Dict[str, str]] = {}
-    for rank, line in said:
-        match = FACT.match(line)
-        if match and not FAILED.search(line):
-            values.setdefault(match.group(1), {})[f"{_node(rank)}:{rank.get('pid')}"] = match.group(2)
+    flagged: Dict[str, List[str]] = {}
+    for tag, check, line in found:
+        if tag != "OK":
+            flagged.setdefault(check, []).append(f"NCCL DIAG {line}")
     findings = []
-    for name, by_rank in values.items():
-        counts = Counter(by_rank.values())
-        if len(counts) < 2 or len(by_rank) < 2:
-            continue
-        usual = counts.most_common(1)[0][0]
-        odd = {who: value for who, value in by_rank.items() if value != usual}
-        nodes = sorted({who.rsplit(":", 1)[0] for who in odd})
-        findings.append(Finding("nccl.diag", Status.WARN, f"NCCL's diagnostics: {name} differs between ranks on "
-                                                          f"{fold(nodes)} (most ranks: {usual})",
-                                [f"{who}: {value}" for who, value in list(odd.items())[:MAX_SAID]],
-                                "one software stack on every node (driver, CUDA, NCCL, its settings): clustercheck env "
-                                "names what differs", nodes))
+    for check, lines in flagged.items():
+        odd = _smaller_groups(lines)
+        tags = sorted({line.split("]")[0] + "]" for line in lines})
+        findings.append(Finding("nccl.diag", Status.WARN, f"NCCL's own diagnostics flag {check} ({', '.join(tags)})"
+                                                          f"{': ' + '; '.join(odd) if odd else ''}",
+                                lines[:MAX_SAID], REMEDY.get(check, "read the check NCCL names (NCCL's "
+                                                                    "Troubleshooting: Diagnostics)")))
+    passed = sorted({check for tag, check, _ in found if tag == "OK"} - set(flagged))
+    if passed:
+        findings.append(Finding("nccl.diag", Status.OK, f"NCCL's own diagnostics passed: {', '.join(passed)}",
+                                done[:2]))
     return findings

@@ -281,7 +281,7 @@ def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[D
         findings += _transport(node, path, rdma_active(facts.get(node)))
         findings += _inside(node, path)
     findings += _gdr(paths, facts) + _bootstrap(paths)
-    if not findings:
+    if not findings and any(p.inter or p.intra or p.networks for p in paths.values()):
         findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: between nodes "
                                                         f"{'; '.join(sorted({p.between() for p in paths.values()}))}, "
                                                         f"inside the node "
