@@ -26,6 +26,7 @@ from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
 from clustercheck.ranks.nccl_capture import plan_capture, read_captured
 from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
+from clustercheck.ranks.ras_gather import ras_findings
 from clustercheck.ranks.stack_gather import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
 from clustercheck.transport.fanout import Cluster
@@ -260,7 +261,12 @@ def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_
         stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
     except Exception as exc:   # the verdict stands without the stacks; never a traceback instead of it
         return Forensics(f"the ranks' stacks could not be taken ({type(exc).__name__}: {exc})")
-    return judge_stacks(stacks, unreached, ranks)
+    found = judge_stacks(stacks, unreached, ranks)
+    try:                       # NCCL's RAS beside the stacks: the dead or missing ranks, the collective they disagree on
+        found.ras = ras_findings(cluster, nodes, hung=True)
+    except Exception:          # noqa: BLE001 - RAS is a supplement; the stacks' verdict stands without it
+        found.ras = []
+    return found
 
 
 def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],
