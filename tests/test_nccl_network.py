@@ -143,3 +143,21 @@ def test_ncc_diagnostics_that_passed_are_said_and_a_flagged_check_warns_naming_t
     assert p2p.status.name == "WARN" and "only 52/56" in p2p.evidence[0] and "NVLink or PCIe" in p2p.remedy
     assert [f.status.name for f in diag_findings("nccl-docs-active-diagnostics-ok-2.31.txt")] == ["OK"]
     assert explain([os.path.join(DIAG, "nccl-docs-ras-diagnostics-env-mismatch-2.31.txt")]).exit_code == 1
+
+
+def test_bench_and_smoke_turn_ncc_diagnostics_on_where_every_node_s_nccl_has_them_and_read_the_report():
+    from clustercheck.node.nccl_diag import judge_diag
+    from clustercheck.ranks.nccl_capture import Capture, has_diagnostics, nccl_version, plan_capture, read_diag
+    from clustercheck.ranks.runs import NodeRun
+    assert has_diagnostics(["2.31.0", "2.31.2"]) and not has_diagnostics(["2.31.0", "2.30.7"])
+    assert not has_diagnostics(["2.31.0", None])             # a node whose NCCL is unknown: not turned on
+    assert nccl_version({"packages": {"versions": {"nccl_wheel": "nvidia-nccl-cu12 2.31.2"}}}) == "2.31.2"
+    assert plan_capture({}, diagnostics=True).env["NCCL_RUN_RAS_DIAGNOSTICS"] == "1"
+    assert "NCCL_RUN_DIAGNOSTICS" not in plan_capture({}, diagnostics=False).env
+    assert "NCCL_RUN_DIAGNOSTICS" not in plan_capture({"NCCL_RUN_DIAGNOSTICS": "0"}, diagnostics=True).env
+    report = open(os.path.join(DIAG, "nccl-docs-ras-diagnostics-env-mismatch-2.31.txt")).read().splitlines()
+    capture = Capture()
+    read_diag(capture, {"node042": NodeRun("node042", diag=report), "node043": NodeRun("node043")})
+    assert list(capture.summaries) == ["node042"]
+    [warn] = judge_diag(capture.summaries["node042"]["ranks"])
+    assert warn.status.name == "WARN" and "NCCL environment" in warn.summary

@@ -290,9 +290,11 @@ def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[D
 
 
 def path_rows(paths: Dict[str, NodePath]) -> List[List[str]]:
-    """The report's table: per node, NCCL's version, the path between nodes and inside the node, the bootstrap."""
-    return [[node, ", ".join(p.versions) or "?", p.between(), p.inside(), ", ".join(p.bootstrap) or "?"]
-            for node, p in paths.items() if p.ranks]
+    """The report's table: per node, NCCL's version, the network, the path between nodes and inside the node, the
+    plugin, GPUDirect RDMA, the bootstrap."""
+    gdr = {True: "yes", False: "no", None: "?"}
+    return [[node, ", ".join(p.versions) or "?", p.network or "?", p.between(), p.inside(), p.plugin_name or "-",
+             gdr[p.gpudirect], ", ".join(p.bootstrap) or "?"] for node, p in paths.items() if p.ranks]
 
 
 def describe_path(path: Optional[NodePath]) -> str:
@@ -301,4 +303,4 @@ def describe_path(path: Optional[NodePath]) -> str:
 
 
 
-PATH_HEADERS = ["node", "NCCL", "between nodes", "inside the node", "bootstrap"]
+PATH_HEADERS = ["node", "NCCL", "network", "between nodes", "inside the node", "plugin", "GPUDirect", "bootstrap"]
