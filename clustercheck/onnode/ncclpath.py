@@ -83,7 +83,10 @@ _BARE_ANY = re.compile(r"NET/|Bootstrap|Using network|Channel \d|Ring \d|comm 0x
                        r"Connected all|FI_HMEM")
 
 
-def where(head, default="log", _seen={}):
+_seen = {}
+
+
+def where(head, default="log"):
     """((node, pid), cuda device) of the text before "NCCL INFO": NCCL's own host:pid:tid [dev] where it is
     there, else the launcher's prefix (a rank, a host), else the default (the file's node): never "?"."""
     key = _seen.get((head, default))
@@ -109,6 +112,20 @@ def read_line(line, ranks, job, default="log"):
     """One line into the per-rank summaries (ranks: (host, pid) -> summary) and the job's (version lines with
     no host: up to 2.22 only rank 0 prints it, bare). Several NCCL lines joined on one (a pasted log) are each
     read; a line whose NCCL prefix was stripped is read when it starts as NCCL's messages do."""
+    at = line.find("NCCL INFO ")
+    if at >= 0 and line.find("NCCL ", at + 10) < 0:     # one INFO line, most of a log: the short way
+        key = _seen.get((line[:at], default)) or where(line[:at], default)
+        rank = ranks.get(key[0]) or _rank(ranks, key[0], key[1])
+        rank["lines"] += 1
+        via = line.find(" via ", at)
+        if via < 0:
+            _read_info(line[at + 10:].strip(), rank)
+            return
+        kind = via_kind(line[via + 5:].strip())     # a connection: one line per channel and peer
+        if kind:
+            table = rank[kind[0]]
+            table[kind[1]] = table.get(kind[1], 0) + 1
+        return
     at = line.find("NCCL ")
     if at >= 0 and line.find("NCCL ", at + 10) >= 0:
         starts = [m.start() for m in _MARK.finditer(line)]
