@@ -84,6 +84,7 @@ _BARE_ANY = re.compile(r"NET/|Bootstrap|Using network|Channel \d|Ring \d|comm 0x
 
 
 _seen = {}
+_heads = {}     # the same for the default node, by the prefix alone: the cheapest look-up of the common line
 
 
 def where(head, default="log"):
@@ -105,6 +106,8 @@ def where(head, default="log"):
         key = ((node, 0), None)
     if len(_seen) < 100000:
         _seen[(head, default)] = key
+        if default == "log":
+            _heads[head] = key
     return key
 
 
@@ -114,7 +117,8 @@ def read_line(line, ranks, job, default="log"):
     read; a line whose NCCL prefix was stripped is read when it starts as NCCL's messages do."""
     at = line.find("NCCL INFO ")
     if at >= 0 and line.find("NCCL ", at + 10) < 0:     # one INFO line, most of a log: the short way
-        key = _seen.get((line[:at], default)) or where(line[:at], default)
+        head = line[:at]
+        key = (_heads.get(head) if default == "log" else None) or where(head, default)
         rank = ranks.get(key[0]) or _rank(ranks, key[0], key[1])
         rank["lines"] += 1
         via = line.find(" via ", at)
