@@ -39,11 +39,16 @@ def _ranks_say(ranks: List[Dict], key: str) -> List:
 
 def job_context(ranks: List[Dict]) -> Dict:
     """What one node's lines may lack and another's say: the IB ports' link layers, the libfabric provider,
-    whether the job ran on one node (`comm ... nNodes 1`)."""
+    whether the job ran on one node (`comm ... nNodes 1`), the network most of the job's lines show."""
     nodes = {r.get("nnodes") for r in ranks if r.get("nnodes")}
-    return {"link_layers": sorted({ll for r in ranks for ll in r.get("link_layers") or []}),
-            "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None),
-            "one_node": nodes == {1}}
+    job = {"link_layers": sorted({ll for r in ranks for ll in r.get("link_layers") or []}),
+           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None), "one_node": nodes == {1}}
+    inter: Dict[str, int] = {}
+    for rank in ranks:
+        for name, count in (rank.get("inter") or {}).items():
+            inter[name] = inter.get(name, 0) + count
+    job["network"] = network(ranks, inter, job)     # for a node whose own lines do not say it
+    return job
 
 
 def _families(ranks: List[Dict], inter: Dict[str, int]) -> Counter:

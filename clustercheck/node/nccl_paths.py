@@ -99,8 +99,9 @@ class NodePath:
 
     @property
     def network(self) -> Optional[str]:
-        """The network between nodes as users name it (nccl_network.NETWORKS), None where not shown."""
-        return nccl_network.network(self.ranks, self.inter, self.job)
+        """The network between nodes as users name it (nccl_network.NETWORKS): the node's own lines', else what the
+        job's lines show (one job, one NCCL configuration); None where not shown."""
+        return nccl_network.network(self.ranks, self.inter, self.job) or self.job.get("network")
 
     @property
     def gpudirect(self) -> Optional[bool]:
@@ -193,8 +194,8 @@ def _versions(paths: Dict[str, NodePath], order: List[str], from_probe: bool) ->
 
 
 def _transport(node: str, path: NodePath, active: Optional[bool]) -> List[Finding]:
-    """Sockets between nodes: a FAIL on a node whose probe shows an active RDMA port, else a WARN where NCCL's
-    lines show why (a plugin or the IB transport that failed or found no device, a variable)."""
+    """A net plugin that failed to load (FAIL beside an active RDMA port, else WARN), and sockets between nodes on
+    a node whose probe shows an active RDMA port: FAIL (the WARN from the lines alone: _fallen_back)."""
     plugin = path.plugin
     failed = bool(plugin and plugin["status"] == "failed")
     findings = []
@@ -211,17 +212,23 @@ def _transport(node: str, path: NodePath, active: Optional[bool]) -> List[Findin
                                 "let NCCL use the RDMA ports: unset NCCL_IB_DISABLE / NCCL_NET, give the container "
                                 "/dev/infiniband and the verbs libraries, or fix the plugin; sockets cost 10x to "
                                 "100x of the bandwidth", [node]))
-        return findings
-    if path.network != "Socket":
-        return findings
-    if line or failed:
-        findings.append(Finding("nccl.transport", Status.WARN, f"{node} fell back to TCP sockets between nodes: "
-                                                               f"{why_sockets(path)}",
-                                [f"{node}: between nodes {path.between()}", line or plugin.get("detail", "")],
-                                "where the nodes have RDMA ports (InfiniBand, RoCE, EFA): unset NCCL_IB_DISABLE / "
-                                "NCCL_NET, give the container /dev/infiniband and the verbs libraries, install the "
-                                "plugin built for this NCCL; sockets cost 10x to 100x of the bandwidth", [node]))
     return findings
+
+
+def _fallen_back(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:
+    """Sockets between nodes where NCCL's lines show why, on nodes with no active RDMA port seen: one WARN per
+    cause, its nodes folded."""
+    causes: Dict[Tuple[str, str], List[str]] = {}
+    for node, path in paths.items():
+        failed = bool(path.plugin and path.plugin["status"] == "failed")
+        line = path.fallback_of("sockets") or (path.plugin.get("detail", "") if failed else None)
+        if path.network == "Socket" and line and not (rdma_active(facts.get(node)) and path.sockets_between_nodes):
+            causes.setdefault((why_sockets(path), line), []).append(node)
+    return [Finding("nccl.transport", Status.WARN, f"{fold(nodes)} fell back to TCP sockets between nodes: {why}",
+                    [f"{fold(nodes)}: {line}"],
+                    "where the nodes have RDMA ports (InfiniBand, RoCE, EFA): unset NCCL_IB_DISABLE / NCCL_NET, give "
+                    "the container /dev/infiniband and the verbs libraries, install the plugin built for this NCCL; "
+                    "sockets cost 10x to 100x of the bandwidth", nodes) for (why, line), nodes in causes.items()]
 
 
 def _gdr(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:
@@ -280,9 +287,11 @@ def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[D
     for node, path in paths.items():
         findings += _transport(node, path, rdma_active(facts.get(node)))
         findings += _inside(node, path)
-    findings += _gdr(paths, facts) + _bootstrap(paths)
-    if not findings and any(p.inter or p.intra or p.networks for p in paths.values()):
-        findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: between nodes "
+    findings += _fallen_back(paths, facts) + _gdr(paths, facts) + _bootstrap(paths)
+    if not findings and any(p.inter or p.intra or p.network for p in paths.values()):
+        nets = sorted({p.network for p in paths.values() if p.network})
+        findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: network "
+                                                        f"{', '.join(nets) or 'not said'}, between nodes "
                                                         f"{'; '.join(sorted({p.between() for p in paths.values()}))}, "
                                                         f"inside the node "
                                                         f"{'; '.join(sorted({p.inside() for p in paths.values()}))}"))

@@ -72,6 +72,7 @@ _PREFIX = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] (?:[\w/.-]+:\d+ )?$")
 # lines re-printed): Open MPI's --tag-output, srun --label, a bare "[N]", Ray's worker prefix, pdsh's "host: "
 _LAUNCHER = re.compile(r"^\s*(?:\[\d+,(\d+)\]<std\w+>:|(\d{1,5}): |\[(\d{1,5})\] |"
                        r"\((?:\w+ )?pid=(\d+)(?:, ip=([\d.]+))?\) ?|([a-z0-9][\w.-]*[\d-][\w.-]*): )", re.I)
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _DIAG_PREFIX = re.compile(r"(?:^|\s)([A-Za-z][\w.-]*):(\d+) $")          # NCCL DIAG's "host:pid " (2.31)
 _OLD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+:\d+ )?(INFO|WARN) ")
 _ANSI = re.compile(r"\x1b?\[[\d;]*m")
@@ -93,6 +94,7 @@ def where(head, default="log"):
     key = _seen.get((head, default))
     if key is not None:
         return key
+    head = _STAMP.sub(" ", head) if "T" in head else head     # a log shipper's ISO time glued to the host
     match = _PREFIX.search(head) or _DIAG_PREFIX.search(head)
     if match:
         key = ((match.group(1), int(match.group(2))), int(match.group(4)) if match.lastindex >= 4 else None)
