@@ -38,11 +38,10 @@ def _ranks_say(ranks: List[Dict], key: str) -> List:
 
 
 def job_context(ranks: List[Dict]) -> Dict:
-    """What one node's lines may lack and another's say: the IB ports' link layers, the libfabric provider,
-    whether the job ran on one node (`comm ... nNodes 1`), the network most of the job's lines show."""
-    nodes = {r.get("nnodes") for r in ranks if r.get("nnodes")}
+    """What one node's lines may lack and another's say: the IB ports' link layers, the libfabric provider, the
+    network most of the job's lines show."""
     job = {"link_layers": sorted({ll for r in ranks for ll in r.get("link_layers") or []}),
-           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None), "one_node": nodes == {1}}
+           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None)}
     inter: Dict[str, int] = {}
     for rank in ranks:
         for name, count in (rank.get("inter") or {}).items():

@@ -1,18 +1,19 @@
-"""The path NCCL took on each node, judged against what the node has (issue 38).
+"""The path NCCL took on each node, judged from its own lines alone (a user's log: issue 44) or against what the
+node has (bench and smoke: issue 38).
 
 The summaries come from NCCL's own lines (onnode/ncclpath.py: on the nodes over the ranks' NCCL_DEBUG_FILE
-logs, or over a user's log in `explain`); the node's facts from the env probe (its RDMA ports and their state,
+logs, or over a user's log in `explain`); the network, GPUDirect and fallback lines are named by
+node/nccl_network.py; the node's facts, where there are some, from the env probe (its RDMA ports and their state,
 the GPUDirect module). Judged:
-- ranks on a node with an active RDMA port that talked to other nodes over sockets: FAIL, with the line NCCL gave
-  for it (a net plugin that failed to load, NCCL_IB_DISABLE=1, NCCL_NET=Socket, no IB device found);
-- a net plugin that was found and failed to load: FAIL;
-- NCCL versions that differ between ranks: FAIL, the odd nodes named;
+- sockets between nodes after a plugin or the IB transport failed or found no device, or forced by a variable:
+  WARN naming the nodes and NCCL's line; FAIL on a node with an active RDMA port;
+- a net plugin that was found and failed to load: WARN, FAIL beside an active RDMA port;
+- NCCL versions that differ between ranks: FAIL on our own capture, WARN from a user's log (it may hold several
+  runs), the odd nodes named;
 - an RDMA path without GPUDirect RDMA: WARN (possible but off where the nvidia_peermem module is loaded);
-- P2P disabled between NVLink-connected GPUs (NCCL says so), or by NCCL_P2P_DISABLE, on a node with several
-  GPUs: WARN;
-- a bootstrap interface that is virtual (docker0, a bridge, veth, loopback) where other nodes use a real one:
-  WARN.
-Pure: no I/O. What could not be read is said, never judged.
+- P2P or SHM turned off by a variable, or P2P disabled between NVLink-connected GPUs (NCCL says so): WARN;
+- a bootstrap on loopback, docker0 (or Docker's 172.17/16), a bridge or a virtual interface: WARN.
+An INFO line alone is never a FAIL. Pure: no I/O. What could not be read is said, never judged.
 """
 
 from __future__ import annotations
@@ -92,10 +93,6 @@ class NodePath:
             return True
         return self.several_nodes and "Socket" in self.networks and not any(
             n.startswith(RDMA_NETS) for n in self.networks)
-
-    @property
-    def rdma_between_nodes(self) -> bool:
-        return any(n.split("/")[1].startswith(RDMA_NETS) for n in self.inter)
 
     @property
     def network(self) -> Optional[str]:
