@@ -46,9 +46,11 @@ _COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
-# WARNs that say the net NCCL wanted could not start: libibverbs absent (2.3 to 2.30), an IB device that could not be
-# opened or no IP interface for its out-of-band, aws-ofi-nccl failing (NET/OFI)
-_NET_WARN = re.compile(r"Failed to open libibverbs|NET/IB ?: (?:Unable to open|No IP interface|No device)|"
+# WARNs that say the net NCCL wanted could not start: libibverbs absent (2.3 to 2.30), verbs that failed to open or
+# list the devices (misc/ibvwrap.cc), an IB device that could not be opened or no IP interface for its out-of-band,
+# aws-ofi-nccl failing (NET/OFI); a fallback only where the job then shows sockets (node/nccl_network.py)
+_NET_WARN = re.compile(r"Failed to open libibverbs|Call to ibv_(?:open_device|get_device_list|query_\w+) failed|"
+                       r"NET/IB ?: (?:Unable to open|Unable to query|No IP interface|No device)|"
                        r"NET/OFI .*(?:[Ff]ailed|[Cc]ouldn't|[Uu]nable|No eligible|not supported)")
 MAX_WARNS = 20
 
@@ -278,8 +280,11 @@ def _env(m, r, _):
     r["env"][m.group(1)] = m.group(2).rstrip(".")
 
 
-def _gdr(m, r, _):
-    _count(r["gdr"], m.group(1).lower())
+def _gdr(m, r, text):
+    # "Enabled for GPU x / HCA y" is NCCL's choice for that pair; "Enabled for HCA n 'mlx5_0'" only says the NIC
+    # could (net.cc / topo.cc): kept apart, it is not GPUDirect in use
+    said = m.group(1).lower()
+    _count(r["gdr"], "supported" if said == "enabled" and "for GPU" not in text else said)
 
 
 _VIA_TAIL = re.compile(r"^(NET/([A-Za-z][\w ]*?)/\d+(?:\(\d+\))?(/GDRDMA)?|P2P/(?:IPC|CUMEM|MNNVL|direct pointer|indirect|"
