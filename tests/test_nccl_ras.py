@@ -72,3 +72,14 @@ def test_a_closed_silent_or_garbage_port_is_unknown_with_why_and_never_a_hang():
 
 def test_a_bad_ras_address_is_said():
     assert "NCCL_RAS_ADDR" in ncclras.ask("localhost", 1.0)["why"]
+
+
+def test_a_hang_s_evidence_carries_what_ras_said_and_nothing_where_no_ncc_job_answered():
+    from clustercheck.ranks.forensics import Forensics, hang_report
+    said = judge_ras({"n1": {"answered": True, "format": "text",
+                             "reply": recorded("nccl-docs-ras-status-dead.txt").decode()},
+                      "n2": {"answered": False, "why": "nothing listens on localhost:28028"}}, hung=True)
+    _, evidence, _, _ = hang_report(30.0, Forensics("rank 3 is stopped", ras=said), 600)
+    ras = [line for line in evidence if line.startswith("NCCL RAS:")]
+    assert len(ras) == 2 and "dead" in ras[0] and "process 3487984 on 172.16.64.213" in ras[0]
+    assert not any("nothing listens" in line for line in evidence)     # Gloo, or RAS off: not said in the hang
