@@ -4,6 +4,7 @@ job write, and the capture's node-side step as a whole.
     python benchmarks/ncclpath.py            # no sandbox, no root
     python benchmarks/ncclpath.py --mb-per-rank 8
     sudo python benchmarks/ncclpath.py --sandbox   # the capture's share of a bench on a 2-node sandbox
+    python benchmarks/ncclpath.py --ras-nodes 1000  # NCCL's RAS asked on 1,000 nodes: what it adds to the fan-out
 
 The logs are built from a real 2-node IB log (tests/data/nccl-logs/ib-gdr-cumem-2node-h20-nccl-issue-1189.txt):
 its lines repeated with the rank and channel numbers a 1,000-rank job prints until each of 8 files holds
@@ -17,6 +18,7 @@ sandbox (docs/performance.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -91,13 +93,71 @@ def sandbox_capture_cost(repeat: int) -> None:
           f"{without:.2f} s without: {with_capture / without:.3f}x (target at most 1.05x)")
 
 
+def ras_report(nodes: int, per_node: int) -> bytes:
+    """A `SET FORMAT json` report of a nodes x per_node job, built from the one NCCL's RAS documentation records
+    (tests/data/nccl-diag/nccl-docs-ras-json-2.29.1.json): its rank and missing-rank entries repeated per rank,
+    one rank missing and two a collective behind, as a job stuck in an AllReduce shows."""
+    doc = json.load(open(os.path.join(ROOT, "tests", "data", "nccl-diag", "nccl-docs-ras-json-2.29.1.json")))
+    comm = doc["communicators"][0]
+    rank, missing = comm["ranks"][0], comm["missing_ranks"][0]
+    ranks = []
+    for index in range(nodes * per_node):
+        entry = json.loads(json.dumps(rank))
+        entry.update(rank=index, host=f"10.1.{index // per_node // 250}.{index // per_node % 250}", pid=1000 + index,
+                     cuda_dev=index % per_node, nvml_dev=index % per_node)
+        entry["collective_counts"]["AllReduce"] = 6650 - (index in (17, 18))
+        ranks.append(entry)
+    comm.update(size=len(ranks), ranks=ranks[1:], ranks_count=len(ranks) - 1, missing_ranks=[missing],
+                missing_ranks_count=1)
+    return json.dumps(doc, indent=2).encode()
+
+
+def ras_cost(nodes: int, repeat: int) -> None:
+    """What asking RAS on every node adds to the fan-out: the on-node client (each node's runs in parallel, so one
+    client's wall) against a replaying port with a report of the job's size, and the judge over every node's
+    answer; the reference: a plain connect and read of the same bytes."""
+    import socket
+    from clustercheck.node.nccl_ras import judge_ras
+    from clustercheck.onnode.ncclras import ask
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from ras_replay import start_in_thread
+    report = ras_report(nodes, 8)
+    port = start_in_thread(report)
+    raw = start_in_thread(report, mode="")
+
+    def plain():
+        with socket.create_connection(("127.0.0.1", raw)) as sock:
+            sock.sendall(b"STATUS\n")
+            while sock.recv(1 << 16):
+                pass
+    answer = ask(f"127.0.0.1:{port}", 30)
+    assert answer["answered"], answer
+    client_s = median_time(lambda: ask(f"127.0.0.1:{port}", 30), repeat)
+    plain_s = median_time(plain, repeat)
+    replies = {f"node{i:04d}": json.loads(json.dumps(answer)) for i in range(nodes)}
+    judge_s = median_time(lambda: judge_ras(replies, hung=True), repeat)
+    size = len(json.dumps(answer))
+    print(f"NCCL RAS on {nodes:,} nodes x 8 ranks: a {len(report) / 1e6:.1f} MB report per node, {size:,} bytes back "
+          f"from each; medians of {repeat}\n")
+    print("| measure | seconds | ratio | target |")
+    print("|---|---|---|---|")
+    print(f"| one node's client (handshake, JSON, read into its shape) | {client_s:.3f} | {client_s / plain_s:.1f}x of "
+          f"reading the bytes | |")
+    print(f"| a plain connect and read of the same report | {plain_s:.3f} | 1.0x | |")
+    print(f"| the judge over {nodes:,} nodes' answers | {judge_s:.3f} | | |")
+    print(f"| added to the fan-out (client + judge) | {client_s + judge_s:.3f} | | under 2 s |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb-per-rank", type=int, default=4)
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--sandbox", action="store_true", help="the capture's share of a bench on a 2-node sandbox")
+    parser.add_argument("--ras-nodes", type=int, default=0, help="NCCL's RAS asked on this many nodes")
     args = parser.parse_args()
+    if args.ras_nodes:
+        return ras_cost(args.ras_nodes, args.repeat)
     if args.sandbox:
         return sandbox_capture_cost(args.repeat)
     work = tempfile.mkdtemp(prefix="clustercheck-bench-ncclpath.")

@@ -42,9 +42,15 @@ CANDIDATE = fast_re.compile(
     rb"refused|[Dd]enied|No space|Too many|No route|unreachable|core dumped|Bus error|Segmentation|Aborted|"
     rb"Assertion|assert|undefined symbol|No module|not found|oom|OOM|out of memory|Duplicate|NCCL|nccl|CUDA|cuda|"
     rb"Xid|ssh|resolve|[Uu]nknown host|nan\b|NaN|\binf\b|Inf\b|overflow|loss scale|ninja|nvcc|Root Cause|"
-    rb"Failures:|^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")
-_INFO = re.compile(rb"NCCL INFO")             # NCCL's own INFO lines are many, and errors only where they say so
-_INFO_SAYS = re.compile(rb"WARN|returned|failed|rror|retrying|refused|timed out")
+    rb"Failures:|^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:|"
+    rb"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|\d\] INFO |FI_HMEM")
+# NCCL's own INFO lines (and those a poster stripped of their prefix) go to the path reader alone: an INFO line is
+# never a failure (a plugin NCCL did not find and the dlerror it quotes), NCCL says its errors with WARN. One
+# exception: a connect NCCL retries (socket.cc's "connect ... returned Connection refused, retrying") is the only
+# word of an unreachable peer in a log cut before NCCL gives up, so the classifier weighs it with the rest
+_RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
+_NCCL_BARE = re.compile(rb"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|"
+                        rb"\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
 
 
 @dataclass
@@ -210,15 +216,19 @@ def read_logs(paths: List[str]) -> LogView:
                 if recorded_kind(head.decode("utf-8", "replace")):
                     view.recorded[path] = (head + handle.read(RECORDED_MAX)).decode("utf-8", "replace")
                     view.bytes_read += handle.tell()
+                    for line in view.recorded[path].splitlines():    # nccl-tests with NCCL_DEBUG=INFO
+                        if "NCCL" in line:
+                            ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
                     continue
                 handle.seek(0)
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
                 for raw, cut in candidate_lines(handle):
                     line = raw.decode("utf-8", "replace").rstrip("\r")
-                    if b"NCCL" in raw:
-                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job)   # the path NCCL took
-                        if _INFO.search(raw) and not _INFO_SAYS.search(raw):
+                    if b"NCCL" in raw or _NCCL_BARE.search(raw):
+                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node)   # the path NCCL took
+                        if b"WARN" not in raw and (b"NCCL INFO" in raw or _NCCL_BARE.search(raw)) and \
+                                not _RETRY.search(raw):
                             continue
                     view.candidates += 1
                     view.cut_lines += cut

@@ -13,7 +13,7 @@ from clustercheck.core.result import Finding, Status, worst
 from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.explain.reader import LogView, read_logs
 from clustercheck.explain.recorded import judge_recorded
-from clustercheck.node.nccl_paths import judge_paths, paths_by_host
+from clustercheck.explain import nccl_view
 from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import UNCLASSIFIED, Cause, classify
 from clustercheck.stages.smoke.signatures import is_error, is_warning, signature_of
@@ -80,10 +80,8 @@ def explain(paths: List[str]) -> Explained:
                                        "error says nothing; clustercheck explain reads torchrun, DeepSpeed, "
                                        "accelerate and Slurm logs, nvidia-smi, dcgmi, dmesg and nccl-tests outputs"))
     if view.nccl_ranks:
-        paths = paths_by_host({"ranks": [r for r in view.nccl_ranks.values() if r["lines"]]})
-        result.nccl = {node: {"between": p.between(), "inside": p.inside(), "versions": p.versions,
-                              "bootstrap": p.bootstrap} for node, p in paths.items()}
-        result.findings += judge_paths(paths)
+        result.nccl, nccl_findings = nccl_view.judge(view.nccl_ranks)
+        result.findings += nccl_findings
     if view.cut_lines:
         result.findings.append(Finding("explain.cut", Status.OK, f"{view.cut_lines} line(s) longer than "
                                                                  f"{64 * 1024:,} characters were read cut"))
@@ -102,4 +100,5 @@ def render(result: Explained, as_json: bool, verbose: bool) -> str:
                            "recorded": sorted(view.recorded), "skipped": view.skipped, "nccl_paths": result.nccl},
                           indent=1)
     return "\n".join([f"clustercheck explain: {len(view.files)} file(s), {view.bytes_read:,} bytes, "
-                      f"{len(view.lines)} source(s) of lines", "", *findings_lines(result.findings, verbose)])
+                      f"{len(view.lines)} source(s) of lines", "", *nccl_view.screen_lines(result.nccl),
+                      *findings_lines(result.findings, verbose)])

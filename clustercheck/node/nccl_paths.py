@@ -1,30 +1,32 @@
-"""The path NCCL took on each node, judged against what the node has (issue 38).
+"""The path NCCL took on each node, judged from its own lines alone (a user's log: issue 44) or against what the
+node has (bench and smoke: issue 38).
 
 The summaries come from NCCL's own lines (onnode/ncclpath.py: on the nodes over the ranks' NCCL_DEBUG_FILE
-logs, or over a user's log in `explain`); the node's facts from the env probe (its RDMA ports and their state,
+logs, or over a user's log in `explain`); the network, GPUDirect and fallback lines are named by
+node/nccl_network.py; the node's facts, where there are some, from the env probe (its RDMA ports and their state,
 the GPUDirect module). Judged:
-- ranks on a node with an active RDMA port that talked to other nodes over sockets: FAIL, with the line NCCL gave
-  for it (a net plugin that failed to load, NCCL_IB_DISABLE=1, NCCL_NET=Socket, no IB device found);
-- a net plugin that was found and failed to load: FAIL;
-- NCCL versions that differ between ranks: FAIL, the odd nodes named;
+- sockets between nodes after a plugin or the IB transport failed or found no device, or forced by a variable:
+  WARN naming the nodes and NCCL's line; FAIL on a node with an active RDMA port;
+- a net plugin that was found and failed to load: WARN, FAIL beside an active RDMA port;
+- NCCL versions that differ between ranks: FAIL on our own capture, WARN from a user's log (it may hold several
+  runs), the odd nodes named;
 - an RDMA path without GPUDirect RDMA: WARN (possible but off where the nvidia_peermem module is loaded);
-- P2P disabled between NVLink-connected GPUs (NCCL says so), or by NCCL_P2P_DISABLE, on a node with several
-  GPUs: WARN;
-- a bootstrap interface that is virtual (docker0, a bridge, veth, loopback) where other nodes use a real one:
-  WARN.
-Pure: no I/O. What could not be read is said, never judged.
+- P2P or SHM turned off by a variable, or P2P disabled between NVLink-connected GPUs (NCCL says so): WARN;
+- a bootstrap on loopback, docker0 (or Docker's 172.17/16), a bridge or a virtual interface: WARN.
+An INFO line alone is never a FAIL. Pure: no I/O. What could not be read is said, never judged.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get
+from clustercheck.node import nccl_network
 
 VIRTUAL_IF = re.compile(r"^(?:docker\d*|lo|virbr\d*|veth\w*|br-\w+|cni\d*|flannel\S*|cali\w+|tun\d+|tap\d+|"
                         r"kube-\w+|podman\d*)$")
@@ -36,6 +38,7 @@ class NodePath:
     node: str
     ranks: List[Dict] = field(default_factory=list)
     files: int = 0          # the NCCL log files read on the node (one per rank process)
+    job: Dict = field(default_factory=dict)     # what the whole job's lines say (nccl_network.job_context)
 
     def _merged(self, key: str) -> Dict[str, int]:
         total: Dict[str, int] = {}
@@ -92,8 +95,31 @@ class NodePath:
             n.startswith(RDMA_NETS) for n in self.networks)
 
     @property
-    def rdma_between_nodes(self) -> bool:
-        return any(n.split("/")[1].startswith(RDMA_NETS) for n in self.inter)
+    def network(self) -> Optional[str]:
+        """The network between nodes as users name it (nccl_network.NETWORKS): the node's own lines', else what the
+        job's lines show (one job, one NCCL configuration); None where not shown."""
+        return nccl_network.network(self.ranks, self.inter, self.job) or self.job.get("network")
+
+    @property
+    def gpudirect(self) -> Optional[bool]:
+        return nccl_network.gpudirect(self.ranks, self.inter, self.network)
+
+    @property
+    def fallbacks(self) -> List[Tuple[str, str]]:
+        return nccl_network.fallbacks(self.ranks, self.network, VIRTUAL_IF)
+
+    @property
+    def fallback(self) -> Optional[str]:
+        """The NCCL line that shows the costliest fallback (None: none shown)."""
+        found = self.fallbacks
+        return found[0][1] if found else None
+
+    def fallback_of(self, kind: str) -> Optional[str]:
+        return next((line for k, line in self.fallbacks if k == kind), None)
+
+    @property
+    def plugin_name(self) -> Optional[str]:
+        return nccl_network.plugin_name(self.ranks)
 
     def between(self) -> str:
         inter = self.inter
@@ -110,14 +136,17 @@ class NodePath:
 def paths_by_node(summaries: Dict[str, Dict]) -> Dict[str, NodePath]:
     """node -> its path, from each node's own summary (bench's capture) or, for a user's log, from the host
     each NCCL line names."""
-    return {node: NodePath(node, list(summary.get("ranks") or []), int(summary.get("files") or 0))
+    job = nccl_network.job_context([r for s in summaries.values() for r in s.get("ranks") or []])
+    return {node: NodePath(node, list(summary.get("ranks") or []), int(summary.get("files") or 0), job)
             for node, summary in summaries.items()}
 
 
 def paths_by_host(summary: Dict) -> Dict[str, NodePath]:
+    ranks = summary.get("ranks") or []
+    job = nccl_network.job_context(ranks)
     found: Dict[str, NodePath] = {}
-    for rank in summary.get("ranks") or []:
-        found.setdefault(rank["host"], NodePath(rank["host"])).ranks.append(rank)
+    for rank in ranks:
+        found.setdefault(rank["host"], NodePath(rank["host"], job=job)).ranks.append(rank)
     return found
 
 
@@ -140,74 +169,126 @@ def why_sockets(path: NodePath) -> str:
     if any(r.get("no_ib_device") for r in path.ranks):
         return "NCCL found no IB device (NET/IB : No device found): /dev/infiniband missing in the container, or " \
                "the verbs libraries (libibverbs, rdma-core) absent"
+    failures = [line for r in path.ranks for line in r.get("net_failures") or []]
+    if failures:
+        return f"NCCL said: {failures[0]}"
     return "NCCL did not say why (its NET lines were not captured)"
 
 
+def _versions(paths: Dict[str, NodePath], order: List[str], from_probe: bool) -> List[Finding]:
+    versions = {n: " / ".join(p.versions) for n, p in paths.items() if p.versions}
+    grouping = group_by_value(versions, order) if versions else None
+    mixed = [n for n, p in paths.items() if len(p.versions) > 1]
+    if not grouping or (grouping.uniform and not mixed):
+        return []
+    odd = sorted(set(grouping.odd_nodes) | set(mixed), key=order.index)
+    # from a log alone, several runs pasted into one file read the same: a WARN there, a FAIL on our own capture
+    status, alone = (Status.FAIL, "") if from_probe else (Status.WARN, " (or the log holds several runs)")
+    return [Finding("nccl.version", status, f"NCCL versions differ between ranks{alone}: {fold(odd)}",
+                    grouping.evidence(), "one NCCL everywhere: the same torch wheel (its nvidia-nccl wheel) and no "
+                                         "libnccl on LD_LIBRARY_PATH shadowing it (clustercheck env compares both)",
+                    odd)]
+
+
+def _transport(node: str, path: NodePath, active: Optional[bool]) -> List[Finding]:
+    """A net plugin that failed to load (FAIL beside an active RDMA port, else WARN), and sockets between nodes on
+    a node whose probe shows an active RDMA port: FAIL (the WARN from the lines alone: _fallen_back)."""
+    plugin = path.plugin
+    failed = bool(plugin and plugin["status"] == "failed")
+    findings = []
+    if failed:
+        findings.append(Finding("nccl.plugin", Status.FAIL if active else Status.WARN,
+                                f"a net plugin failed to load on {node}", [plugin.get("detail", "")],
+                                "install the plugin built for this NCCL (aws-ofi-nccl, nccl-rdma-sharp-plugins) or "
+                                "unset NCCL_NET_PLUGIN; NCCL falls back to sockets silently", [node]))
+    line = path.fallback_of("sockets")
+    if active and path.sockets_between_nodes:
+        findings.append(Finding("nccl.transport", Status.FAIL, f"{node} talked to other nodes over TCP sockets though "
+                                                               f"it has an active RDMA port: {why_sockets(path)}",
+                                [f"{node}: between nodes {path.between()}"] + ([line] if line else []),
+                                "let NCCL use the RDMA ports: unset NCCL_IB_DISABLE / NCCL_NET, give the container "
+                                "/dev/infiniband and the verbs libraries, or fix the plugin; sockets cost 10x to "
+                                "100x of the bandwidth", [node]))
+    return findings
+
+
+def _fallen_back(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:
+    """Sockets between nodes where NCCL's lines show why, on nodes with no active RDMA port seen: one WARN per
+    cause, its nodes folded."""
+    causes: Dict[Tuple[str, str], List[str]] = {}
+    for node, path in paths.items():
+        failed = bool(path.plugin and path.plugin["status"] == "failed")
+        line = path.fallback_of("sockets") or (path.plugin.get("detail", "") if failed else None)
+        if path.network == "Socket" and line and not (rdma_active(facts.get(node)) and path.sockets_between_nodes):
+            causes.setdefault((why_sockets(path), line), []).append(node)
+    return [Finding("nccl.transport", Status.WARN, f"{fold(nodes)} fell back to TCP sockets between nodes: {why}",
+                    [f"{fold(nodes)}: {line}"],
+                    "where the nodes have RDMA ports (InfiniBand, RoCE, EFA): unset NCCL_IB_DISABLE / NCCL_NET, give "
+                    "the container /dev/infiniband and the verbs libraries, install the plugin built for this NCCL; "
+                    "sockets cost 10x to 100x of the bandwidth", nodes) for (why, line), nodes in causes.items()]
+
+
+def _gdr(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:
+    """RDMA between nodes without GPUDirect: one WARN per cause, its nodes folded."""
+    off: Dict[bool, List[str]] = {}
+    for node, path in paths.items():
+        if path.network in ("InfiniBand", "RoCE", "EFA", "libfabric") and path.gpudirect is False:
+            off.setdefault(bool(get(facts.get(node), "gpudirect", "modules")), []).append(node)
+    findings = []
+    for loaded, nodes in off.items():
+        cause = ("GPUDirect RDMA is possible (nvidia_peermem is loaded) but off" if loaded else
+                 "GPUDirect RDMA is off (is nvidia_peermem loaded? modprobe nvidia_peermem, or a kernel and driver "
+                 "with DMA-BUF)")
+        findings.append(Finding("nccl.gdr", Status.WARN, f"{fold(nodes)}: RDMA between nodes without GPUDirect: "
+                                                         f"{cause}",
+                                [f"{n}: between nodes {paths[n].between()}" for n in nodes[:8]],
+                                "load nvidia_peermem (or use DMA-BUF: NCCL_DMABUF_ENABLE=1 on a recent kernel) and "
+                                "check NCCL_NET_GDR_LEVEL: without GPUDirect every transfer is staged through host "
+                                "memory", nodes))
+    return findings
+
+
+def _inside(node: str, path: NodePath) -> List[Finding]:
+    nvlink_off = [d for r in path.ranks for d in r.get("p2p_disabled") or [] if d.get("nvlink")]
+    line = path.fallback_of("inside")
+    if not nvlink_off and not line:
+        return []
+    said = "P2P disabled between NVLink-connected GPUs (NCCL says)" if nvlink_off else nccl_network.forced_what(line)
+    return [Finding("nccl.p2p", Status.WARN, f"{node}: {said}", [f"{node}: inside the node {path.inside()}"] +
+                    ([line] if line else []),
+                    "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL and NCCL_SHM_DISABLE (set for a broken machine, they "
+                    "cost the bandwidth of NVLink and PCIe); if NCCL says NVLink-connected GPUs cannot talk, check "
+                    "the NVLinks (nvidia-smi nvlink -s, clustercheck env)", [node])]
+
+
+def _bootstrap(paths: Dict[str, NodePath]) -> List[Finding]:
+    virtual = {n: p.fallback_of("bootstrap") for n, p in paths.items() if p.fallback_of("bootstrap")}
+    if not virtual:
+        return []
+    return [Finding("nccl.bootstrap", Status.WARN, f"NCCL's bootstrap runs over loopback, a bridge or a virtual "
+                                                   f"interface on {fold(list(virtual))}",
+                    [f"{n}: {line}" for n, line in virtual.items()],
+                    "set NCCL_SOCKET_IFNAME to the training interface on every node (not lo, docker0, a bridge or a "
+                    "veth); in a container, run on the host network: other nodes cannot reach these addresses",
+                    list(virtual))]
+
+
 def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[Dict]]] = None) -> List[Finding]:
-    facts = facts or {}
+    """NCCL's path judged: from its lines alone (facts None: a user's log) or beside each node's probe."""
     paths = {n: p for n, p in paths.items() if p.ranks}
     if not paths:
         return []
     order = list(paths)
-    findings: List[Finding] = []
-    versions = {n: " / ".join(p.versions) for n, p in paths.items() if p.versions}
-    grouping = group_by_value(versions, order) if versions else None
-    mixed = [n for n, p in paths.items() if len(p.versions) > 1]
-    if grouping and (not grouping.uniform or mixed):
-        odd = sorted(set(grouping.odd_nodes) | set(mixed), key=order.index)
-        findings.append(Finding("nccl.version", Status.FAIL, f"NCCL versions differ between ranks: {fold(odd)}",
-                                grouping.evidence(), "one NCCL everywhere: the same torch wheel (its nvidia-nccl "
-                                                     "wheel) and no libnccl on LD_LIBRARY_PATH shadowing it "
-                                                     "(clustercheck env compares both)", odd))
+    findings = _versions(paths, order, facts is not None)
+    facts = facts or {}
     for node, path in paths.items():
-        plugin = path.plugin
-        if plugin and plugin["status"] == "failed":
-            findings.append(Finding("nccl.plugin", Status.FAIL, f"a net plugin failed to load on {node}",
-                                    [plugin.get("detail", "")], "install the plugin built for this NCCL (aws-ofi-nccl, "
-                                    "nccl-rdma-sharp-plugins) or unset NCCL_NET_PLUGIN; NCCL falls back to sockets "
-                                    "silently", [node]))
-        active = rdma_active(facts.get(node))
-        if path.sockets_between_nodes and (active or plugin and plugin["status"] == "failed"):
-            findings.append(Finding("nccl.transport", Status.FAIL,
-                                    f"{node} talked to other nodes over TCP sockets though "
-                                    f"{'it has an active RDMA port' if active else 'a net plugin was to carry it'}: "
-                                    f"{why_sockets(path)}",
-                                    [f"{node}: between nodes {path.between()}"],
-                                    "let NCCL use the RDMA ports: unset NCCL_IB_DISABLE / NCCL_NET, give the "
-                                    "container /dev/infiniband and the verbs libraries, or fix the plugin; sockets "
-                                    "cost 10x to 100x of the bandwidth", [node]))
-        elif path.sockets_between_nodes and path.env.get("NCCL_IB_DISABLE") == "1":
-            findings.append(Finding("nccl.transport", Status.WARN, f"{node} uses TCP sockets between nodes: "
-                                                                   f"NCCL_IB_DISABLE=1 is set",
-                                    [f"{node}: between nodes {path.between()}"],
-                                    "unset NCCL_IB_DISABLE where the nodes have RDMA ports", [node]))
-        if path.rdma_between_nodes and not any(n.endswith("/GDRDMA") for n in path.inter):
-            loaded = get(facts.get(node), "gpudirect", "modules")
-            cause = ("GPUDirect RDMA is possible (nvidia_peermem is loaded) but off" if loaded else
-                     "GPUDirect RDMA is off (is nvidia_peermem loaded? modprobe nvidia_peermem, or a kernel and "
-                     "driver with DMA-BUF)")
-            findings.append(Finding("nccl.gdr", Status.WARN, f"{node}: RDMA between nodes without GPUDirect: {cause}",
-                                    [f"{node}: between nodes {path.between()}"],
-                                    "load nvidia_peermem (or use DMA-BUF: NCCL_DMABUF_ENABLE=1 on a recent kernel) "
-                                    "and check NCCL_NET_GDR_LEVEL: without GPUDirect every transfer is staged "
-                                    "through host memory", [node]))
-        nvlink_off = [d for r in path.ranks for d in r.get("p2p_disabled") or [] if d.get("nvlink")]
-        if nvlink_off or (path.env.get("NCCL_P2P_DISABLE") == "1" and len({r.get("device") for r in path.ranks}) > 1):
-            findings.append(Finding("nccl.p2p", Status.WARN, f"{node}: P2P between GPUs is off "
-                                                             f"({'NCCL: disabled between NVLink-connected GPUs' if nvlink_off else 'NCCL_P2P_DISABLE=1'})",
-                                    [f"{node}: inside the node {path.inside()}"],
-                                    "unset NCCL_P2P_DISABLE; if NCCL says NVLink-connected GPUs cannot talk, check "
-                                    "the NVLinks (nvidia-smi nvlink -s, clustercheck env)", [node]))
-    virtual = {n: p.bootstrap for n, p in paths.items() if p.bootstrap and all(VIRTUAL_IF.match(i) for i in p.bootstrap)}
-    real = [n for n, p in paths.items() if p.bootstrap and n not in virtual]
-    if virtual and real:
-        findings.append(Finding("nccl.bootstrap", Status.WARN, f"NCCL's bootstrap runs over a virtual interface on "
-                                                               f"{fold(list(virtual))} while other nodes use a real one",
-                                [f"{n}: {', '.join(i)}" for n, i in virtual.items()],
-                                "set NCCL_SOCKET_IFNAME to the training interface on every node (not docker0, a "
-                                "bridge or lo)", list(virtual)))
-    if not findings:
-        findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: between nodes "
+        findings += _transport(node, path, rdma_active(facts.get(node)))
+        findings += _inside(node, path)
+    findings += _fallen_back(paths, facts) + _gdr(paths, facts) + _bootstrap(paths)
+    if not findings and any(p.inter or p.intra or p.network for p in paths.values()):
+        nets = sorted({p.network for p in paths.values() if p.network})
+        findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: network "
+                                                        f"{', '.join(nets) or 'not said'}, between nodes "
                                                         f"{'; '.join(sorted({p.between() for p in paths.values()}))}, "
                                                         f"inside the node "
                                                         f"{'; '.join(sorted({p.inside() for p in paths.values()}))}"))
@@ -215,9 +296,11 @@ def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[D
 
 
 def path_rows(paths: Dict[str, NodePath]) -> List[List[str]]:
-    """The report's table: per node, NCCL's version, the path between nodes and inside the node, the bootstrap."""
-    return [[node, ", ".join(p.versions) or "?", p.between(), p.inside(), ", ".join(p.bootstrap) or "?"]
-            for node, p in paths.items() if p.ranks]
+    """The report's table: per node, NCCL's version, the network, the path between nodes and inside the node, the
+    plugin, GPUDirect RDMA, the bootstrap."""
+    gdr = {True: "yes", False: "no", None: "?"}
+    return [[node, ", ".join(p.versions) or "?", p.network or "?", p.between(), p.inside(), p.plugin_name or "-",
+             gdr[p.gpudirect], ", ".join(p.bootstrap) or "?"] for node, p in paths.items() if p.ranks]
 
 
 def describe_path(path: Optional[NodePath]) -> str:
@@ -226,4 +309,4 @@ def describe_path(path: Optional[NodePath]) -> str:
 
 
 
-PATH_HEADERS = ["node", "NCCL", "between nodes", "inside the node", "bootstrap"]
+PATH_HEADERS = ["node", "NCCL", "network", "between nodes", "inside the node", "plugin", "GPUDirect", "bootstrap"]

@@ -23,23 +23,35 @@ import sys
 # launcher may prefix it), once per distinct prefix
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^+\s]*(?:\+cuda(\d+\.\d+))?")
 _BOOTSTRAP = re.compile(r"^(?:Bootstrap ?: Using|NET : Using interface)\s*(?:\[\d+\])?([\w.-]+):([^<\s]+)<")
-_NETWORK = re.compile(r"^Using network (.+?)\s*$")
+_NETWORK = re.compile(r"^Using (?:network|(?:internal|external) Network) (.+?)\s*$")
 _IB_LIST = re.compile(r"^NET/IB ?: Using(.*?); OOB ([\w.-]+)")
-_IB_DEVICE = re.compile(r"\[\d+\]([\w]+):(\d+)/(IB|RoCE|UNSPECIFIED)")
-_NO_IB = re.compile(r"^NET/IB ?: No device found")
+# "[0]mlx5_0:1/IB", "[1]mlx5_1:1:0/RoCE" (rail, plane: 2.27+), "[0]ibp0:1/IB/SHARP" (the SHARP plugin), and the
+# per-device line "NET/IB: [0] mlx5_0:1/IB " (2.3) or "NET/IB: [0] mlx5_0:uverbs0:1/IB provider=" (2.27+)
+_IB_DEVICE = re.compile(r"\[\d+\] ?([\w.-]+):(?:[a-z]+\d+:)?(\d+)(?::\d*)*/(IB|RoCE|UNSPECIFIED)")
+_IB_ONE = re.compile(r"^NET/IB ?: ?\[\d+\] ?[\w.-]+:(?:[a-z]+\d+:)?\d+(?::\d*)*/(IB|RoCE)")
+_NO_IB = re.compile(r"^NET/IB ?: No (?:device|IP interface) found")
 _SOCKET_LIST = re.compile(r"^NET/Socket ?: Using (.*)")
-_OFI = re.compile(r"NET/OFI .*?[Ss]elected [Pp]rovider is (\w+)")
+_OFI = re.compile(r"NET/OFI .*?(?:[Ss]elected [Pp]rovider is (\w+)|Running on ([\w.-]+) platform)")
+_OFI_NO_GDR = re.compile(r"NET/OFI .*(?:disabling GDR|GDR not supported)|FI_HMEM capability requires RDMA, which")
+_IBVERBS = re.compile(r"Failed to open libibverbs")
 _PLUGIN_OK = re.compile(r"(?:NET/Plugin ?: ?Loaded (?:net )?plugin|Successfully loaded external (?:net )?plugin|"
-                        r"NET/Plugin: Using) (\S+)")
+                        r"NET/Plugin: Using(?! internal)|^P2P plugin) (.+?)(?: \(v\d+\))?\.?\s*$")
+_COLLNET = re.compile(r"Loaded collnet plugin (.+?)(?: \(v\d+\))?\.?\s*$")
 _PLUGIN_NONE = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find|.*using internal|.*Using internal)")
 _PLUGIN_FAIL = re.compile(r"NET/Plugin ?: ?(?:Plugin load (?:\(([^)]*)\) )?returned (\d+) ?: ?(.*)|"
                           r"Failed to find (ncclNetPlugin\w*) symbol|dlerror=(.*?) No plugin)")
 _ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+)")
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
-_COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
+_COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
+# WARNs that say the net NCCL wanted could not start: libibverbs absent (2.3 to 2.30), verbs that failed to open or
+# list the devices (misc/ibvwrap.cc), an IB device that could not be opened or no IP interface for its out-of-band,
+# aws-ofi-nccl failing (NET/OFI); a fallback only where the job then shows sockets (node/nccl_network.py)
+_NET_WARN = re.compile(r"Failed to open libibverbs|Call to ibv_(?:open_device|get_device_list|query_\w+) failed|"
+                       r"NET/IB ?: (?:Unable to open|Unable to query|No IP interface|No device)|"
+                       r"NET/OFI .*(?:[Ff]ailed|[Cc]ouldn't|[Uu]nable|No eligible|not supported)")
 MAX_WARNS = 20
 
 
@@ -47,8 +59,9 @@ def _rank(ranks, key, device):
     if key not in ranks:
         ranks[key] = {"host": key[0], "pid": key[1], "device": device, "rank": None, "nranks": None,
                       "nnodes": None, "version": None, "cuda": None, "bootstrap": None, "network": None,
-                      "plugin": None, "net_devices": [], "socket_ifs": [], "env": {}, "gdr": {},
-                      "inter": {}, "intra": {}, "nvls": None, "p2p_disabled": [], "warns": [], "lines": 0}
+                      "plugin": None, "collnet": None, "net_devices": [], "link_layers": [], "socket_ifs": [],
+                      "env": {}, "gdr": {}, "inter": {}, "intra": {}, "nvls": None, "p2p_disabled": [],
+                      "net_failures": [], "warns": [], "diag": [], "lines": 0}
     return ranks[key]
 
 
@@ -57,35 +70,123 @@ def _count(table, key):
 
 
 _PREFIX = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] (?:[\w/.-]+:\d+ )?$")
+# what a launcher writes before a line when NCCL's own prefix is gone (stripped by the poster, or NCCL_DEBUG_FILE
+# lines re-printed): Open MPI's --tag-output, srun --label, a bare "[N]", Ray's worker prefix, pdsh's "host: "
+_LAUNCHER = re.compile(r"^\s*(?:\[\d+,(\d+)\]<std\w+>:|(\d{1,5}): |\[(\d{1,5})\] |"
+                       r"\((?:\w+ )?pid=(\d+)(?:, ip=([\d.]+))?\) ?|([a-z0-9][\w.-]*[\d-][\w.-]*): )", re.I)
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+_DIAG_PREFIX = re.compile(r"(?:^|\s)([A-Za-z][\w.-]*):(\d+) $")          # NCCL DIAG's "host:pid " (2.31)
+_OLD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+:\d+ )?(INFO|WARN) ")
+_ANSI = re.compile(r"\x1b?\[[\d;]*m")
+_MARK = re.compile(r"(?:[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+:\d+ )?)?NCCL (?:INFO|WARN|DIAG) ")
+# lines whose "host:pid:tid [dev] NCCL INFO " a poster removed: read when they start as NCCL's messages do
+_BARE = re.compile(r"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |Channel \d+(?:/\d+)? : |Ring \d+ : |comm 0x|"
+                   r"NCCL_\w+ set by environment|P2P plugin |Connected all |libfabric:.*FI_HMEM capability)")
+_BARE_ANY = re.compile(r"NET/|Bootstrap|Using network|Channel \d|Ring \d|comm 0x|set by environment|P2P plugin|"
+                       r"Connected all|FI_HMEM")
 
 
-def read_line(line, ranks, job, _seen={}):
+_seen = {}
+_heads = {}     # the same for the default node, by the prefix alone: the cheapest look-up of the common line
+
+
+def where(head, default="log"):
+    """((node, pid), cuda device) of the text before "NCCL INFO": NCCL's own host:pid:tid [dev] where it is
+    there, else the launcher's prefix (a rank, a host), else the default (the file's node): never "?"."""
+    key = _seen.get((head, default))
+    if key is not None:
+        return key
+    head = _STAMP.sub(" ", head) if "T" in head else head     # a log shipper's ISO time glued to the host
+    match = _PREFIX.search(head) or _DIAG_PREFIX.search(head)
+    if match:
+        key = ((match.group(1), int(match.group(2))), int(match.group(4)) if match.lastindex >= 4 else None)
+    else:
+        launched = _LAUNCHER.match(_ANSI.sub("", head))
+        node = default
+        if launched:
+            rank = launched.group(1) or launched.group(2) or launched.group(3)
+            node = (("rank " + rank) if rank else launched.group(5) or
+                    ("pid " + launched.group(4) if launched.group(4) else launched.group(6)))
+        key = ((node, 0), None)
+    if len(_seen) < 100000:
+        _seen[(head, default)] = key
+        if default == "log":
+            _heads[head] = key
+    return key
+
+
+def read_line(line, ranks, job, default="log"):
     """One line into the per-rank summaries (ranks: (host, pid) -> summary) and the job's (version lines with
-    no host: up to 2.22 only rank 0 prints it, bare)."""
-    at = line.find("NCCL INFO")
-    level = "INFO"
+    no host: up to 2.22 only rank 0 prints it, bare). Several NCCL lines joined on one (a pasted log) are each
+    read; a line whose NCCL prefix was stripped is read when it starts as NCCL's messages do."""
+    at = line.find("NCCL INFO ")
+    if at >= 0 and line.find("NCCL ", at + 10) < 0:     # one INFO line, most of a log: the short way
+        head = line[:at]
+        key = (_heads.get(head) if default == "log" else None) or where(head, default)
+        rank = ranks.get(key[0]) or _rank(ranks, key[0], key[1])
+        rank["lines"] += 1
+        via = line.find(" via ", at)
+        if via < 0:
+            _read_info(line[at + 10:].strip(), rank)
+            return
+        kind = via_kind(line[via + 5:].strip())     # a connection: one line per channel and peer
+        if kind:
+            table = rank[kind[0]]
+            table[kind[1]] = table.get(kind[1], 0) + 1
+        return
+    at = line.find("NCCL ")
+    if at >= 0 and line.find("NCCL ", at + 10) >= 0:
+        starts = [m.start() for m in _MARK.finditer(line)]
+        if len(starts) > 1:
+            cuts = starts[1:] + [len(line)]
+            _read_one(line[:cuts[0]], ranks, job, default)
+            for start, end in zip(cuts, cuts[1:]):
+                _read_one(line[start:end], ranks, job, default)
+            return
+    _read_one(line, ranks, job, default)
+
+
+def _read_one(line, ranks, job, default):
+    at, level = line.find("NCCL INFO"), "INFO"
     if at < 0:
-        at = line.find("NCCL WARN")
-        level = "WARN"
+        at, level = line.find("NCCL WARN"), "WARN"
+    if at < 0:
+        at, level = line.find("NCCL DIAG"), "DIAG"
+    skip = 10
+    if at < 0 and ("] INFO " in line or " WARN " in line):     # NCCL 2.2 and before: no "NCCL" in the prefix
+        old = _OLD.search(line)
+        if old:
+            at, level, skip = old.start(1), old.group(1), len(old.group(1)) + 1
     if at < 0:
         bare = _VERSION.search(line)
         if bare:
             job.setdefault("versions", {})
             _count(job["versions"], bare.group(1))
             job["cuda"] = bare.group(2)
-        return
-    head, text = line[:at], line[at + 10:]
-    key = _seen.get(head)
-    if key is None:
-        match = _PREFIX.search(head)
-        key = ((match.group(1), int(match.group(2))), int(match.group(4))) if match else (("?", 0), None)
-        if len(_seen) < 100000:
-            _seen[head] = key
+            return
+        if not _BARE_ANY.search(line):
+            return
+        clean = _ANSI.sub("", line)
+        launched = _LAUNCHER.match(clean)
+        head = clean[:launched.end()] if launched else ""
+        text = clean[len(head):].strip()
+        if not _BARE.match(text):
+            return
+        key, level = where(head, default), "INFO"
+    else:
+        head, text = line[:at], line[at + skip:]
+        key = where(head, default)
     rank = ranks.get(key[0]) or _rank(ranks, key[0], key[1])
     rank["lines"] += 1
     if level == "WARN":
         if len(rank["warns"]) < MAX_WARNS:
             rank["warns"].append(text.strip()[:300])
+        if _NET_WARN.search(text) and len(rank["net_failures"]) < 5:
+            rank["net_failures"].append("NCCL WARN " + text.strip()[:300])
+        return
+    if level == "DIAG":
+        if len(rank["diag"]) < 200:
+            rank["diag"].append(text.strip()[:400])
         return
     if " via " in text:          # most of a big job's lines: one per channel and peer
         kind = via_kind(text.partition(" via ")[2].strip())
@@ -117,13 +218,36 @@ def _network(m, r, _):
     r["network"] = m.group(1)
 
 
-def _ib_list(m, r, _):
-    r["net_devices"] = ["%s:%s/%s" % d for d in _IB_DEVICE.findall(m.group(1))]
+def _ib_list(m, r, text):
+    devices = _IB_DEVICE.findall(m.group(1))
+    r["net_devices"] = ["%s:%s/%s" % d for d in devices]
+    r["link_layers"] = sorted(set(r["link_layers"]) | {d[2] for d in devices})
+    if not devices:             # "NET/IB : Using [RO]; OOB eno1": the IB transport started with no device
+        _net_failure(r, "NCCL INFO " + text)
 
 
-def _no_ib(m, r, _):
+def _ib_one(m, r, _):
+    if m.group(1) not in r["link_layers"]:
+        r["link_layers"] = sorted(set(r["link_layers"]) | {m.group(1)})
+
+
+def _no_ib(m, r, text):
     r["net_devices"] = []
     r["no_ib_device"] = True
+    _net_failure(r, "NCCL INFO " + text)
+
+
+def _net_failure(r, line):
+    if len(r["net_failures"]) < 5 and line[:300] not in r["net_failures"]:
+        r["net_failures"].append(line[:300])
+
+
+def _collnet(m, r, _):
+    r["collnet"] = m.group(1)
+
+
+def _ofi_no_gdr(m, r, _):
+    _count(r["gdr"], "disabled")
 
 
 def _sockets(m, r, _):
@@ -131,7 +255,7 @@ def _sockets(m, r, _):
 
 
 def _ofi(m, r, _):
-    r["ofi_provider"] = m.group(1)
+    r["ofi_provider"] = m.group(1) or "efa"        # an EC2 platform aws-ofi-nccl knows: its NICs are EFA
 
 
 def _plugin_ok(m, r, _):
@@ -143,6 +267,8 @@ def _plugin_fail(m, r, text):
     if r["plugin"] and r["plugin"]["status"] == "loaded":
         return
     r["plugin"] = {"status": "none" if missing and not m.group(4) else "failed", "detail": text[:300]}
+    if r["plugin"]["status"] == "failed":
+        _net_failure(r, "NCCL INFO " + text)
 
 
 def _plugin_none(m, r, text):
@@ -154,8 +280,11 @@ def _env(m, r, _):
     r["env"][m.group(1)] = m.group(2).rstrip(".")
 
 
-def _gdr(m, r, _):
-    _count(r["gdr"], m.group(1).lower())
+def _gdr(m, r, text):
+    # "Enabled for GPU x / HCA y" is NCCL's choice for that pair; "Enabled for HCA n 'mlx5_0'" only says the NIC
+    # could (net.cc / topo.cc): kept apart, it is not GPUDirect in use
+    said = m.group(1).lower()
+    _count(r["gdr"], "supported" if said == "enabled" and "for GPU" not in text else said)
 
 
 _VIA_TAIL = re.compile(r"^(NET/([A-Za-z][\w ]*?)/\d+(?:\(\d+\))?(/GDRDMA)?|P2P/(?:IPC|CUMEM|MNNVL|direct pointer|indirect|"
@@ -199,10 +328,12 @@ def _p2p_off(m, r, _):
 
 # (words one of which the line holds, the pattern, what it sets): the words are a cheap test before the pattern;
 # " via " lines (connections) are read in read_line, before this table
-_INFO = ((("NCCL version",), _VERSION, _version), (("Using network",), _NETWORK, _network),
+_INFO = ((("NCCL version",), _VERSION, _version), (("Using network", "Network"), _NETWORK, _network),
          (("Bootstrap", "Using interface"), _BOOTSTRAP, _bootstrap), (("NET/IB",), _IB_LIST, _ib_list),
-         (("No device found",), _NO_IB, _no_ib), (("NET/Socket",), _SOCKET_LIST, _sockets),
-         (("NET/OFI",), _OFI, _ofi), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),
+         (("NET/IB",), _IB_ONE, _ib_one), (("No device found", "No IP interface"), _NO_IB, _no_ib),
+         (("NET/Socket",), _SOCKET_LIST, _sockets), (("NET/OFI",), _OFI, _ofi), (("GDR", "FI_HMEM"), _OFI_NO_GDR, _ofi_no_gdr),
+         (("collnet",), _COLLNET, _collnet),
+         (("libibverbs",), _IBVERBS, lambda m, r, text: _net_failure(r, "NCCL INFO " + text)), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),
          (("Plugin",), _PLUGIN_FAIL, _plugin_fail), (("Plugin",), _PLUGIN_NONE, _plugin_none),
          (("set by environment",), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
          (("Init COMPLETE",), _COMPLETE, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), _P2P_OFF,
@@ -212,9 +343,8 @@ _INFO = ((("NCCL version",), _VERSION, _version), (("Using network",), _NETWORK,
 def summarize(lines):
     """{"ranks": [each rank's summary], "job": {...}} of an iterable of NCCL log lines."""
     ranks, job = {}, {}
-    for line in lines:
-        if "NCCL" in line:
-            read_line(line.rstrip("\n"), ranks, job)
+    for line in lines:         # a debug file's lines are all NCCL's: a stripped prefix is read too
+        read_line(line.rstrip("\n"), ranks, job)
     for rank in ranks.values():
         if rank["version"] is None and len(job.get("versions") or {}) == 1:
             rank["version"] = next(iter(job["versions"]))

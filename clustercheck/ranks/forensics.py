@@ -21,6 +21,7 @@ class Forensics:
     summary: str
     groups: List[Group] = field(default_factory=list)      # odd first, as stacks.fold_stacks orders them
     odd: List[ProcessStack] = field(default_factory=list)
+    ras: List = field(default_factory=list)     # what NCCL's RAS said of the job (node/nccl_ras.py's findings)
 
     @property
     def remedy(self) -> str:
@@ -154,4 +155,7 @@ def hang_report(stalled_s: Optional[float], forensics: Optional[Forensics], time
     if forensics is None:
         return when, [], [], []
     ranks = sorted(p.rank for p in forensics.odd if p.rank is not None)
-    return (f"{when}: {forensics.summary}", evidence_lines(forensics), sorted({p.node for p in forensics.odd}), ranks)
+    ras = [f"NCCL RAS: {f.summary}" + (f" ({'; '.join(f.evidence[:4])})" if f.evidence else "")
+           for f in forensics.ras if f.status.name != "UNKNOWN"]      # no NCCL job (Gloo): nothing to say
+    return (f"{when}: {forensics.summary}", evidence_lines(forensics) + ras, sorted({p.node for p in forensics.odd}),
+            ranks)

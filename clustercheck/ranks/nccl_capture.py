@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.facts import Probed, interpreter
+from clustercheck.node.facts import Probed, get, interpreter
+from clustercheck.node.nccl_diag import judge_diag
 from clustercheck.node.nccl_paths import NodePath, judge_paths, paths_by_node
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.ncclpath import summarize
@@ -29,6 +30,10 @@ if TYPE_CHECKING:    # the judges import this module: no transport (paramiko) at
 
 LOG_NAME = "nccl.%h.%p.log"            # NCCL replaces %h with the host name, %p with the pid
 SUBSYS = "INIT,NET,ENV,BOOTSTRAP"      # the versions, bootstrap, plugin, devices, connections, settings
+# NCCL 2.31's own checks (docs: Troubleshooting, Diagnostics): the active P2P / network check and the RAS comparison
+# of GPUs, driver, ECC, NVLink and NCCL_* across ranks, reported as `NCCL DIAG` lines on rank 0's standard output
+DIAG_ENV = {"NCCL_RUN_DIAGNOSTICS": "1", "NCCL_RUN_RAS_DIAGNOSTICS": "1"}
+DIAG_SINCE = (2, 31)
 READ_TIMEOUT_S = 60.0
 
 
@@ -44,12 +49,39 @@ class Capture:
     problems: Dict[str, str] = field(default_factory=dict)
 
 
-def plan_capture(user_env: Dict[str, str], keep: bool = False) -> Capture:
-    """The variables the ranks get; none where the user set NCCL_DEBUG or NCCL_DEBUG_FILE (said, not overridden)."""
+def nccl_version(facts: Optional[Dict]) -> Optional[str]:
+    """The NCCL torch loads on the node: torch.cuda.nccl.version() where the probe ran --deep, else the version of
+    its nvidia-nccl wheel (None: neither read)."""
+    wheel = get(facts, "packages", "versions", "nccl_wheel")
+    return get(facts, "deep", "nccl") or (wheel.split()[-1] if isinstance(wheel, str) and wheel.split() else None)
+
+
+def has_diagnostics(versions: Sequence[Optional[str]]) -> bool:
+    """Whether every node's NCCL (torch.cuda.nccl.version(), from the probe) has NCCL's own diagnostics."""
+    found = [tuple(int(p) for p in v.split(".")[:2]) for v in versions if v and v.split(".")[0].isdigit()]
+    return bool(found) and len(found) == len(versions) and min(found) >= DIAG_SINCE
+
+
+def plan_capture(user_env: Dict[str, str], keep: bool = False, diagnostics: bool = False) -> Capture:
+    """The variables the ranks get; none where the user set NCCL_DEBUG or NCCL_DEBUG_FILE (said, not overridden).
+    diagnostics: the nodes' NCCL runs its own checks (2.31+): turned on unless the user set them."""
+    diag = {k: v for k, v in DIAG_ENV.items() if k not in user_env} if diagnostics else {}
     mine = {k: v for k, v in user_env.items() if k in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")}
     if mine:
-        return Capture({}, "your " + ", ".join(f"{k}={v}" for k, v in sorted(mine.items())) + " respected", keep)
-    return Capture({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": SUBSYS, "NCCL_DEBUG_FILE": LOG_NAME}, "", keep)
+        return Capture(diag, "your " + ", ".join(f"{k}={v}" for k, v in sorted(mine.items())) + " respected", keep)
+    return Capture({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": SUBSYS, "NCCL_DEBUG_FILE": LOG_NAME, **diag}, "",
+                   keep)
+
+
+def read_diag(capture: Capture, runs: Dict[str, NodeRun], with_stderr: bool = True) -> None:
+    """NCCL's DIAG report, which bypasses NCCL_DEBUG_FILE: rank 0's standard output (the launch's stderr where
+    the launcher merges them), kept with the node's summary."""
+    for node, run in runs.items():
+        lines = run.diag + ((run.stderr or "").splitlines() if with_stderr else [])
+        said = summarize(line for line in lines if "NCCL DIAG" in line)
+        diag = [r for r in said["ranks"] if r["diag"]]
+        if diag:
+            capture.summaries.setdefault(node, {"ranks": [], "files": 0})["ranks"] += diag
 
 
 def _pattern(debug_file: str) -> str:
@@ -87,17 +119,24 @@ def read_captured(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str,
                   runs: Dict[str, NodeRun], user_env: Dict[str, str]) -> Capture:
     """Each node's summary of its ranks' NCCL lines (from their files, or their stderr where NCCL wrote to it)."""
     debug_file = capture.env.get("NCCL_DEBUG_FILE") or user_env.get("NCCL_DEBUG_FILE")
-    if not debug_file:      # the user's NCCL_DEBUG without a file: NCCL wrote to the ranks' stdout / stderr
-        if user_env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
-            for node, run in runs.items():
-                capture.summaries[node] = summarize((run.stderr or "").splitlines())
-        else:
-            for node in runs:
-                capture.problems[node] = (f"NCCL_DEBUG={user_env.get('NCCL_DEBUG')} is set in your environment: "
-                                          f"NCCL says too little of its path at that level")
-        return capture
-    remove = not capture.keep and bool(capture.env)     # a user's own file is theirs: never removed
-    if capture.keep and capture.env:
+    if debug_file:
+        _read_files(cluster, nodes, run_dirs, capture, debug_file)
+    elif user_env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
+        for node, run in runs.items():     # the user's NCCL_DEBUG without a file: NCCL wrote to the ranks' stderr
+            capture.summaries[node] = summarize((run.stderr or "").splitlines())
+    else:
+        for node in runs:
+            capture.problems[node] = (f"NCCL_DEBUG={user_env.get('NCCL_DEBUG')} is set in your environment: NCCL "
+                                      f"says too little of its path at that level")
+    read_diag(capture, runs, with_stderr=bool(debug_file))     # else the stderr summary above holds them
+    return capture
+
+
+def _read_files(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, str], capture: Capture,
+                debug_file: str) -> None:
+    ours = "NCCL_DEBUG_FILE" in capture.env
+    remove = not capture.keep and ours     # a user's own file is theirs: never removed
+    if capture.keep and ours:
         capture.kept_in = f"clustercheck-logs/{os.path.basename(os.path.dirname(next(iter(run_dirs.values()))))}" \
             if run_dirs else ""
     commands = {n.name: read_command(n, run_dirs[n.name], _pattern(debug_file), remove, capture.kept_in)
@@ -112,7 +151,6 @@ def read_captured(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str,
             capture.summaries[result.node] = json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             capture.problems[result.node] = "the node's NCCL log summary could not be read"
-    return capture
 
 
 def unread(capture: Capture) -> Optional[str]:
@@ -141,7 +179,9 @@ def capture_findings(stages: Sequence[Optional[LaunchResult]], probed: Sequence[
     captures = [s.nccl for s in stages if s is not None and s.nccl is not None]
     if not captures:
         return []
-    findings = judge_paths(captured_paths(stages), {p.name: p.facts for p in probed})
+    paths = captured_paths(stages)
+    findings = judge_paths(paths, {p.name: p.facts for p in probed})
+    findings += judge_diag([r for p in paths.values() for r in p.ranks])
     why = unread(captures[0])
     if why:
         findings.append(Finding("nccl.path", Status.UNKNOWN, f"could not read the path NCCL took: {why}",

@@ -25,6 +25,7 @@ class NodeRun:
     error: str = ""                     # could not start, or the telling line of stderr
     stderr: str = ""                    # all of it that was kept (its head and its last megabytes)
     stderr_tail: List[str] = field(default_factory=list)
+    diag: List[str] = field(default_factory=list)      # NCCL's DIAG report (2.31+): rank 0's stdout, not its events
     ended_s: Optional[float] = None     # seconds after launch
     cut_short: bool = False             # stopped by the tool because another node had failed
 

@@ -24,8 +24,9 @@ from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
-from clustercheck.ranks.nccl_capture import plan_capture, read_captured
+from clustercheck.ranks.nccl_capture import has_diagnostics, nccl_version, plan_capture, read_captured
 from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
+from clustercheck.ranks.ras_gather import ras_findings
 from clustercheck.ranks.stack_gather import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
 from clustercheck.transport.fanout import Cluster
@@ -143,6 +144,8 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
             try:
                 event = json.loads(line)
             except ValueError:
+                if "NCCL DIAG" in line and len(run.diag) < 1000:
+                    run.diag.append(line.rstrip("\n"))
                 continue
             if isinstance(event, dict):
                 run.events.append(event)
@@ -209,7 +212,9 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
     run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
     runs = {n.name: NodeRun(n.name) for n in nodes}
-    capture = plan_capture(forwarded_env(), launch.keep_logs) if launch.capture_nccl else None
+    capture = plan_capture(forwarded_env(), launch.keep_logs,
+                           has_diagnostics([nccl_version(p.facts) for p in probed if p.name in runs])) \
+        if launch.capture_nccl else None
     if capture is not None:
         launch = dataclasses.replace(launch, env={**capture.env, **launch.env})
     started = time.monotonic()
@@ -260,7 +265,12 @@ def take_forensics(cluster: Cluster, nodes: Sequence[Node], launch: Launch, run_
         stacks, unreached = gather_stacks(cluster, nodes, commands, FORENSICS_TIMEOUT_S)
     except Exception as exc:   # the verdict stands without the stacks; never a traceback instead of it
         return Forensics(f"the ranks' stacks could not be taken ({type(exc).__name__}: {exc})")
-    return judge_stacks(stacks, unreached, ranks)
+    found = judge_stacks(stacks, unreached, ranks)
+    try:                       # NCCL's RAS beside the stacks: the dead or missing ranks, the collective they disagree on
+        found.ras = ras_findings(cluster, nodes, hung=True)
+    except Exception:          # noqa: BLE001 - RAS is a supplement; the stacks' verdict stands without it
+        found.ras = []
+    return found
 
 
 def ship(cluster: Cluster, nodes: Sequence[Node], files: Dict[str, bytes],

@@ -110,7 +110,8 @@ def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
         **json_header("bench", findings),
         "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
         "problems": facts.problems,
-        "nccl_paths": {node: {"between": p.between(), "inside": p.inside(), "versions": p.versions,
+        "nccl_paths": {node: {"network": p.network, "gpudirect": p.gpudirect, "fallback": p.fallback,
+                              "plugin": p.plugin_name, "between": p.between(), "inside": p.inside(), "versions": p.versions,
                               "bootstrap": p.bootstrap, "ranks": len(p.ranks), "files": p.files}
                        for node, p in nccl_paths(facts).items()},
         "stages": [{"name": s.name, "wall_s": s.wall_s, "config": s.config, "start": s.start,

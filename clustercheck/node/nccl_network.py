@@ -1,0 +1,141 @@
+"""The network NCCL used, named as users know it, whether GPUDirect RDMA carried it, and the line that shows a
+fallback: read from NCCL's own lines alone (onnode/ncclpath.py's summaries), so that a user's log is judged from
+its own evidence.
+
+NCCL names its net by the transport or plugin (`ncclNet->name`: "IB", "Socket", "IBext_v8", "AWS Libfabric",
+"Libfabric"), never by the fabric under it. The fabric is told by what NCCL prints beside it: the port's link layer
+on each IB device (`[0]mlx5_0:1/IB`, `/RoCE`: NCCL_IB_LLSTR, src/transport/net_ib), and the libfabric provider
+aws-ofi-nccl selected (`NET/OFI Selected provider is efa`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List, Optional, Tuple
+
+NETWORKS = ("InfiniBand", "RoCE", "EFA", "libfabric", "Socket", "none")
+
+# ncclNet->name (lower case, by prefix) -> the family of transport it is; the HPC-X plugin calls itself "IBext"
+# (its v8 "IBext_v8") and "NCCL RDMA Plugin", the SHARP plugin's collnet is "SHARP"; aws-ofi-nccl "AWS Libfabric"
+# up to 1.7, "Libfabric" after, "OFI" in its first releases
+NET_FAMILY = (("socket", "socket"), ("ibext", "ib"), ("ib", "ib"), ("nccl rdma plugin", "ib"),
+              ("aws libfabric", "ofi"), ("libfabric", "ofi"), ("ofi", "ofi"))
+# variables that take a transport away (NCCL's docs, Environment Variables): (name, values that do, what it does)
+FORCED = (("NCCL_IB_DISABLE", ("1",), "sockets between nodes: NCCL_IB_DISABLE=1"),
+          ("NCCL_NET", ("socket",), "sockets between nodes: NCCL_NET=Socket"),
+          ("NCCL_P2P_DISABLE", ("1",), "no P2P between the node's GPUs: NCCL_P2P_DISABLE=1"),
+          ("NCCL_P2P_LEVEL", ("loc", "0"), "no P2P between the node's GPUs: NCCL_P2P_LEVEL=LOC"),
+          ("NCCL_SHM_DISABLE", ("1",), "no shared memory inside the node: NCCL_SHM_DISABLE=1"))
+
+
+def family(name: str) -> Optional[str]:
+    low = (name or "").strip().lower()
+    return next((fam for prefix, fam in NET_FAMILY if low.startswith(prefix)), None)
+
+
+def _ranks_say(ranks: List[Dict], key: str) -> List:
+    return [r[key] for r in ranks if r.get(key)]
+
+
+def job_context(ranks: List[Dict]) -> Dict:
+    """What one node's lines may lack and another's say: the IB ports' link layers, the libfabric provider, the
+    network most of the job's lines show."""
+    job = {"link_layers": sorted({ll for r in ranks for ll in r.get("link_layers") or []}),
+           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None)}
+    inter: Dict[str, int] = {}
+    for rank in ranks:
+        for name, count in (rank.get("inter") or {}).items():
+            inter[name] = inter.get(name, 0) + count
+    job["network"] = network(ranks, inter, job)     # for a node whose own lines do not say it
+    return job
+
+
+def _families(ranks: List[Dict], inter: Dict[str, int]) -> Counter:
+    found: Counter = Counter()
+    for name, count in inter.items():
+        found[family(name.split("/")[1])] += count
+    if not found:
+        for name in _ranks_say(ranks, "network"):
+            found[family(name)] += 1
+    if not found:       # no connection, no "Using network": the net that started says it
+        if _ranks_say(ranks, "link_layers"):
+            found["ib"] += 1
+        elif _ranks_say(ranks, "ofi_provider"):
+            found["ofi"] += 1
+        elif _ranks_say(ranks, "socket_ifs"):
+            found["socket"] += 1
+    found.pop(None, None)
+    return found
+
+
+def network(ranks: List[Dict], inter: Dict[str, int], job: Dict) -> Optional[str]:
+    """The network NCCL chose, in NETWORKS' words (on one node too: the net it would use between nodes); None
+    where the lines do not show it (or a plugin this table does not know)."""
+    found = _families(ranks, inter)
+    if not found:
+        return None
+    fam = found.most_common(1)[0][0]
+    if fam == "socket":
+        return "Socket"
+    if fam == "ib":
+        layers = {ll for r in ranks for ll in r.get("link_layers") or []} or set(job.get("link_layers") or [])
+        return "RoCE" if layers and layers <= {"RoCE"} else "InfiniBand"
+    # aws-ofi-nccl runs other providers too (cxi on Slingshot, tcp, verbs): EFA only where the provider or the AWS
+    # platform it configures for (`Running on p4d.24xlarge platform`) says so
+    provider = (next(iter(_ranks_say(ranks, "ofi_provider")), None) or job.get("provider") or "").lower()
+    return "EFA" if provider == "efa" else "libfabric"
+
+
+def gpudirect(ranks: List[Dict], inter: Dict[str, int], net: Optional[str]) -> Optional[bool]:
+    """Whether GPUDirect RDMA carried the traffic between nodes: the connections say it (`/GDRDMA`), else
+    NCCL's or aws-ofi-nccl's GPUDirect lines; None where nothing says (and on sockets, which have none)."""
+    rdma = {n: c for n, c in inter.items() if family(n.split("/")[1]) in ("ib", "ofi")}
+    if rdma:
+        return any(n.endswith("/GDRDMA") for n in rdma)
+    if net == "Socket":
+        return None
+    said: Counter = Counter()
+    for rank in ranks:
+        said.update(rank.get("gdr") or {})
+    if said.get("disabled") and not said.get("enabled"):
+        return False
+    return True if said.get("enabled") else None
+
+
+def _virtual_bootstrap(ranks: List[Dict], virtual_if) -> Optional[str]:
+    for rank in ranks:
+        boot = rank.get("bootstrap")
+        if boot and (virtual_if.match(boot["if"]) or boot["addr"].startswith(("127.", "::1", "172.17."))):
+            return f"Bootstrap : Using {boot['if']}:{boot['addr']}"
+    return None
+
+
+def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if) -> List[Tuple[str, str]]:
+    """(kind, the NCCL line) of each way the job is off the path it was meant to take, the one that costs most
+    first: "sockets" (a variable, or a net plugin or the IB transport that failed or found no device, with the job
+    then on sockets), "inside" (P2P or SHM turned off by a variable), "bootstrap" (on loopback, docker0 or
+    Docker's default 172.17/16, a bridge or a virtual interface)."""
+    env: Dict[str, str] = {}
+    for rank in ranks:
+        env.update(rank.get("env") or {})
+    found = [("sockets" if what.startswith("sockets") else "inside", f"{name} set by environment to {env[name]}")
+             for name, values, what in FORCED if env.get(name, "").lower() in values]
+    failures = [line for r in ranks for line in r.get("net_failures") or []]
+    if failures and (net == "Socket" or net is None and any(r.get("socket_ifs") for r in ranks)):
+        found.append(("sockets", failures[0]))      # after a variable: NCCL_IB_DISABLE is why IB found no device
+    boot = _virtual_bootstrap(ranks, virtual_if)
+    if boot:
+        found.append(("bootstrap", boot))
+    return sorted(found, key=lambda kind_line: ("sockets", "inside", "bootstrap").index(kind_line[0]))
+
+
+def forced_what(line: Optional[str]) -> Optional[str]:
+    """What a variable's line turns off (None for a line of another kind)."""
+    return next((what for name, _, what in FORCED if line and line.startswith(name + " ")), None)
+
+
+def plugin_name(ranks: List[Dict]) -> Optional[str]:
+    loaded = [r["plugin"]["name"] for r in ranks if r.get("plugin") and r["plugin"].get("status") == "loaded"]
+    collnet = _ranks_say(ranks, "collnet")
+    names = sorted(set(loaded)) + [f"collnet {c}" for c in sorted(set(collnet))]
+    return ", ".join(names) or None
