@@ -146,27 +146,42 @@ def _show(f, value: Any) -> str:
 def to_args(obj: Any) -> List[str]:
     """The flags (unquoted argv words) that give obj's values where they differ from the defaults."""
     args: List[str] = []
+    for f, words in _given(obj):
+        if f.metadata.get("argument"):
+            args.insert(0, words[0])
+        else:
+            args += words
+    return args
+
+
+def given_flags(obj: Any) -> Dict[str, str]:
+    """field name -> how the user gave it ("--params 1B"), for the flags whose values differ from the defaults."""
+    return {f.name: " ".join(words) for f, words in _given(obj) if not f.metadata.get("argument")}
+
+
+def _given(obj: Any) -> List[Tuple[Any, List[str]]]:
+    """(field, its argv words) for every flagged field of obj whose value differs from the default."""
+    found: List[Tuple[Any, List[str]]] = []
     if obj is None:
-        return args
+        return found
     for f in _flagged(type(obj)):
         value = getattr(obj, f.name)
         if value == _default(f) or value is None:
             continue
         if f.metadata.get("argument"):
-            args.insert(0, str(value))
+            found.append((f, [str(value)]))
             continue
         decl = f.metadata["decls"][0]
         if "/" in decl:                                   # --pairwise/--no-pairwise
             on, off = decl.split("/")
-            args.append(on if value else off)
+            found.append((f, [on if value else off]))
         elif f.metadata["click"].get("is_flag"):
-            args.append(decl)
+            found.append((f, [decl]))
         elif f.metadata["click"].get("multiple"):
-            for item in value:
-                args += [decl, str(item)]
+            found.append((f, [word for item in value for word in (decl, str(item))]))
         else:
-            args += [decl, _show(f, value)]
-    return args
+            found.append((f, [decl, _show(f, value)]))
+    return found
 
 
 # ---- the nodes and how to reach them: every cluster command -----------------------------

@@ -36,7 +36,7 @@ def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, 
         argv = argv_of(node, node_directory(transport, options))
         return transport.run(inline_command(interpreter(node), "storage_probe", argv), deadline)
 
-    for result in cluster.each(run, nodes):
+    for result in cluster.each(run, nodes, what="writing and reading back on every node"):
         doc, problem = read_document(by_name[result.node], result)
         if doc is not None:
             docs[result.node] = doc
