@@ -274,6 +274,26 @@ def test_storage_on_this_machine_ends_in_a_verdict_with_figures(tmp_path):
     assert node["probe"]["slot_results"] and doc["estimate"]["save_s"] >= 0
 
 
+def test_the_save_time_asked_by_params_heads_the_screen_without_v(tmp_path):
+    """storage --params 1B asks how long a save takes: the line under the headline says it (the time, the node
+    that sets it, what it costs the run at --save-every), never folded into "N checks passed"; --json marks the
+    finding as the answer to the flag."""
+    args = ["storage", "--checkpoint-dir", str(tmp_path), "--seconds", "1", "--size", str(8 << 20), "--params", "1B",
+            "--save-every", "500"]
+    proc = clustercheck(*args)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    first, save, meaning = proc.stdout.splitlines()[:3]
+    assert first.startswith("clustercheck storage:")
+    assert save.startswith("A checkpoint save of 1B parameters under ddp (12.0 GB) takes about ") and \
+        " on localhost; a load about " in save, save
+    assert "every 500 steps (--save-every)" in meaning
+    assert proc.stdout.count("12.0 GB) takes about") == 1      # said once, not again among the findings
+    doc = json.loads(clustercheck(*args, "--json").stdout)
+    [estimate] = [f for f in doc["findings"] if f["check"] == "storage.estimate"]
+    assert estimate["answers"] == f"--params 1B, --save-every 500, --checkpoint-dir {tmp_path}"
+    assert doc["estimate"]["save_node"] == "localhost"
+
+
 # ---- recorded on real clusters (tests/data/storage/SOURCES.md) ------------------------------------------
 DATA = os.path.join(REPO, "tests", "data", "storage")
 

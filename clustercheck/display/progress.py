@@ -84,7 +84,8 @@ class Heartbeat:
                 return
             self.shown = True
             if live and self.terminal:
-                self.heard = text
+                prefix = f"[{self.stage}] "
+                self.heard = text[len(prefix):] if text.startswith(prefix) else text
                 self._draw()
             else:
                 self._line(text)

@@ -156,11 +156,12 @@ def to_args(obj: Any) -> List[str]:
 
 def given_flags(obj: Any) -> Dict[str, str]:
     """field name -> how the user gave it ("--params 1B"), for the flags whose values differ from the defaults."""
-    return {f.name: " ".join(words) for f, words in _given(obj) if not f.metadata.get("argument")}
+    return {f.name: " ".join(words) for f, words in _given(obj, long=True) if not f.metadata.get("argument")}
 
 
-def _given(obj: Any) -> List[Tuple[Any, List[str]]]:
-    """(field, its argv words) for every flagged field of obj whose value differs from the default."""
+def _given(obj: Any, long: bool = False) -> List[Tuple[Any, List[str]]]:
+    """(field, its argv words) for every flagged field of obj whose value differs from the default; long: the flag's
+    long name (--collectives, not -c)."""
     found: List[Tuple[Any, List[str]]] = []
     if obj is None:
         return found
@@ -171,7 +172,8 @@ def _given(obj: Any) -> List[Tuple[Any, List[str]]]:
         if f.metadata.get("argument"):
             found.append((f, [str(value)]))
             continue
-        decl = f.metadata["decls"][0]
+        decls = f.metadata["decls"]
+        decl = next((d for d in decls if d.startswith("--")), decls[0]) if long else decls[0]
         if "/" in decl:                                   # --pairwise/--no-pairwise
             on, off = decl.split("/")
             found.append((f, [on if value else off]))
