@@ -235,6 +235,7 @@ def test_a_figure_asked_by_a_flag_is_shown_without_v_and_one_not_asked_stays_fol
     lines = findings_lines(found)
     assert lines[:4] == ["OK    all_reduce: 95% of expected 100 GB/s",
                          "        (asked by --expect-busbw 100, --collectives all_reduce,all_gather)",
-                         "OK    all_gather: avg bus bandwidth 80 GB/s", "        (asked by --collectives all_reduce,all_gather)"]
+                         "OK    all_gather: avg bus bandwidth 80 GB/s",
+                         "        (asked by --collectives all_reduce,all_gather)"]
     assert "OK    1 checks passed (-v lists them)" in lines and lines[-1] == "Verdict: READY (3 passed)"
     assert found[0].to_dict()["answers"].startswith("--expect-busbw 100") and "answers" not in found[2].to_dict()

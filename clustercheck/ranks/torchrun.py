@@ -216,9 +216,10 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     if capture is not None:
         launch = dataclasses.replace(launch, env={**capture.env, **launch.env})
     started = time.monotonic()
-    heartbeat().step(f"starting {launch.name} on every node", len(nodes))
+    what = "ranks" if launch.name == "torchrun" else f"{launch.name} ranks"
+    heartbeat().step(f"starting the {what} on every node", len(nodes))
     handles = start_all(cluster, nodes, probed, launch, run_id, runs)
-    heartbeat().step(f"{launch.name} running under torchrun", len(nodes), counted="ended")
+    heartbeat().step(f"the {what} run under torchrun", len(nodes), counted="ended")
     clock = StallClock(launch)
     halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
     threads = [threading.Thread(target=follow, daemon=True, args=(

@@ -76,7 +76,8 @@ def borrow(cls: Type, name: str, *decls: str, **changes) -> Any:
     settings = dict(f.metadata["click"])
     default = changes.pop("default", _default(f))
     settings.update(changes)
-    return field(default=default, metadata={**f.metadata, "decls": decls or f.metadata["decls"], "click": settings})
+    return field(default=default, metadata={**f.metadata, "decls": decls or f.metadata["decls"], "click": settings,
+                                            "borrowed": (cls, name)})
 
 
 # ---- flags several commands share, declared here once ------------------------------------------
@@ -157,6 +158,13 @@ def to_args(obj: Any) -> List[str]:
 def given_flags(obj: Any) -> Dict[str, str]:
     """field name -> how the user gave it ("--params 1B"), for the flags whose values differ from the defaults."""
     return {f.name: " ".join(words) for f, words in _given(obj, long=True) if not f.metadata.get("argument")}
+
+
+def given_for(obj: Any, cls: Type) -> Dict[str, str]:
+    """The flags given to obj (preflight's options) that are cls's fields borrowed (borrow): cls's field name ->
+    how the user gave it ("--device-seconds 3" for DeviceOptions' seconds)."""
+    return {f.metadata["borrowed"][1]: " ".join(words) for f, words in _given(obj, long=True)
+            if f.metadata.get("borrowed", (None,))[0] is cls}
 
 
 def _given(obj: Any, long: bool = False) -> List[Tuple[Any, List[str]]]:

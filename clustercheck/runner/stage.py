@@ -82,6 +82,7 @@ class Stage:
 
     def __init__(self, options: Any):
         self.options = options
+        self.asked: Optional[Dict[str, str]] = None   # option field -> the flag the user gave; None: the options'
 
     def gather(self, layer: NodeLayer) -> Any:
         raise NotImplementedError
@@ -220,7 +221,7 @@ def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer,
 def mark_answers(stage: Stage, findings: List[Finding]) -> None:
     """A finding that answers a flag the user gave (the stage's `answers` table) names the flag: it is shown
     on the first screen whatever its status, never folded into "N checks passed"."""
-    given = given_flags(stage.options)
+    given = stage.asked if stage.asked is not None else given_flags(stage.options)
     for finding in findings:
         asked = [given[name] for name, checks in stage.answers.items() if name in given and any(
             finding.check == check or finding.check.startswith(check + ".") for check in checks)]
