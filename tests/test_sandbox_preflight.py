@@ -98,7 +98,7 @@ def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
     assert {"device", "bench", "smoke"} <= set(long), doc["stages"]
     for stage in long:
         assert any(re.match(rf"\[{stage}\] done: OK in [0-9.]+ s$", text) for _, text in lines), (stage, lines)
-    assert any(re.match(r"\[device\] [0-9]+ s: measuring the GPUs .*, [0-9] of 3 nodes answered$", text)
+    assert any(re.match(r"\[device\] [0-9]+ s: measuring every device .*, [0-9] of 3 nodes answered$", text)
                for _, text in lines), lines
     assert {s: v["status"] for s, v in doc["stages"].items()} == {name: "OK" for name in STAGE_NAMES}
     text = check_markdown(path[:-5] + ".md")

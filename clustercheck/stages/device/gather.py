@@ -31,7 +31,7 @@ def gather_devices(cluster: Cluster, nodes: Sequence[Node], options: DeviceOptio
         return transport.run(inline_command(interpreter(node), "device_probe", args), deadline)
 
     by_name = {node.name: node for node in nodes}
-    what = f"measuring the GPUs ({options.seconds:g} s window per test)"
+    what = f"measuring every device ({options.seconds:g} s a test; the CPU where there is no GPU)"
     for result in cluster.each(measure, nodes, what=what):
         doc, problem = read_document(by_name[result.node], result)
         if doc is not None:
