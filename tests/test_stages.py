@@ -239,3 +239,16 @@ def test_a_figure_asked_by_a_flag_is_shown_without_v_and_one_not_asked_stays_fol
                          "        (asked by --collectives all_reduce,all_gather)"]
     assert "OK    1 checks passed (-v lists them)" in lines and lines[-1] == "Verdict: READY (3 passed)"
     assert found[0].to_dict()["answers"].startswith("--expect-busbw 100") and "answers" not in found[2].to_dict()
+
+
+def test_the_docs_list_every_flag_whose_figure_is_always_shown():
+    """docs/checks.md's table says, for every command, which flags ask for a figure shown whatever its status."""
+    import dataclasses
+    text = open(os.path.join(ROOT, "..", "docs", "checks.md")).read()
+    rows = {line for line in text.splitlines() if line.startswith("| `")}
+    for stage, options in stage_classes():
+        long = {f.name: next(d for d in f.metadata["decls"] if d.startswith("--")).split("/")[0]
+                for f in dataclasses.fields(options) if f.metadata.get("decls")}
+        for name, checks in stage.answers.items():
+            assert any(row.startswith(f"| `{stage.name}` |") and f"`{long[name]}`" in row
+                       and all(f"`{check}" in row for check in checks) for row in rows), (stage.name, long[name])
