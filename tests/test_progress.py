@@ -141,3 +141,28 @@ def test_the_runner_and_the_fan_out_tell_the_heartbeat_which_step_and_how_many_a
     assert lines[-1] == "[counting] done: OK in 4.0 s"
     assert capsys.readouterr().out == ""                  # --json's stdout stays a document
     assert isinstance(progress.current(), progress.Quiet)  # and the heartbeat is gone with the run
+
+
+def test_a_stderr_nobody_reads_blocks_only_the_writer_never_a_node_answering():
+    """A full pipe blocks the write; the fan-out's workers counting their nodes must go on (else the run hangs)."""
+    import threading
+
+    release = threading.Event()
+
+    class Stuck(io.StringIO):
+        def write(self, text):
+            release.wait()
+            return super().write(text)
+
+    heart = beat(Stuck())
+    heart.begin("bench")
+    writer = threading.Thread(target=heart.say, args=("[bench] 4 ranks up (gloo)",), daemon=True)
+    writer.start()
+    worker = threading.Thread(target=lambda: (heart.step("probing the nodes", 2), heart.answered()), daemon=True)
+    worker.start()
+    worker.join(30)
+    done = not worker.is_alive()
+    release.set()
+    writer.join(30)
+    assert done and heart.answered_n == 1
+    assert heart.stream.getvalue() == "[bench] 4 ranks up (gloo)\n"

@@ -29,7 +29,8 @@ class Heartbeat:
         self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.clock, self.first_s, self.every_s = clock, first_s, every_s
         self.ticking = ticking      # False: no thread, tick() is called by hand (the tests)
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()       # the state
+        self.writing = threading.Lock()     # one writer at a time, lines in the order they were made
         self.stage = ""
         self.what, self.total, self.answered_n, self.heard, self.counted = "starting", 0, 0, "", "answered"
         self.started = self.last_line = self.last_draw = 0.0
@@ -51,15 +52,18 @@ class Heartbeat:
 
     def end(self, summary: str) -> None:
         """The stage is over: its total time, if it said anything while it ran."""
-        with self.lock:
-            if self.stop_event is not None:
-                self.stop_event.set()
-                self.stop_event = None
-            if self.shown:
-                self._line(f"{summary} in {self.clock() - self.started:.1f} s")
-            self.stage = ""
+        with self.writing:
+            with self.lock:
+                if self.stop_event is not None:
+                    self.stop_event.set()
+                    self.stop_event = None
+                out = self._line(f"{summary} in {self.clock() - self.started:.1f} s") if self.shown else ""
+                self.stage = ""
+            self._write(out)
 
     # ---- what the fan-out, the torchrun follower and a stage's printer call ---------------------
+    # step, answered and hear only change the state (under `lock`): a stderr nobody reads blocks the one
+    # thread writing (under `writing`), never a fan-out worker.
     def step(self, what: str, total: int = 0, counted: str = "answered") -> None:
         """A new step on `total` nodes (0: not counted); `counted`: what a node that is done did."""
         with self.lock:
@@ -78,17 +82,18 @@ class Heartbeat:
     def say(self, text: str, live: bool = False) -> None:
         """A stage's own line (a size measured, a step trained). live: on a terminal it becomes the live line
         instead (a new one replaces it); on a pipe every line is kept."""
-        with self.lock:
-            if not self.stage:      # outside a stage (a test, a library caller): a plain line
-                self._write(text + "\n")
-                return
-            self.shown = True
-            if live and self.terminal:
-                prefix = f"[{self.stage}] "
-                self.heard = text[len(prefix):] if text.startswith(prefix) else text
-                self._draw()
-            else:
-                self._line(text)
+        with self.writing:
+            with self.lock:
+                if not self.stage:      # outside a stage (a test, a library caller): a plain line
+                    out = text + "\n"
+                elif live and self.terminal:
+                    prefix = f"[{self.stage}] "
+                    self.shown, self.heard = True, text[len(prefix):] if text.startswith(prefix) else text
+                    out = self._draw()
+                else:
+                    self.shown = True
+                    out = self._line(text)
+            self._write(out)
 
     # ---- the lines ----------------------------------------------------------------------
     def status_text(self) -> str:
@@ -100,40 +105,39 @@ class Heartbeat:
 
     def _beat(self, stop: threading.Event) -> None:
         while not stop.wait(TICK_S):
-            with self.lock:
-                if stop.is_set():
-                    return
-                self.tick()
+            self.tick(stop)
 
-    def tick(self) -> None:
+    def tick(self, stop: Optional[threading.Event] = None) -> None:
         """What the heartbeat thread does every TICK_S: the first word after FIRST_S, then a line when the step
         changed or the stage was quiet EVERY_S (pipe), or the live line redrawn every second (terminal)."""
-        with self.lock:
-            now = self.clock()
-            if not self.stage or now - self.started < self.first_s:
-                return
-            if self.terminal:
-                if not self.shown or now - self.last_draw >= 1.0:
-                    self.shown = True
-                    self._draw()
-            elif not self.shown or self.what != self.said_step or now - self.last_line >= self.every_s:
-                self.shown = True
-                self.said_step = self.what
-                self._line(self.status_text())
+        with self.writing:
+            with self.lock:
+                out, now = "", self.clock()
+                if stop is not None and stop.is_set() or not self.stage or now - self.started < self.first_s:
+                    return
+                if self.terminal:
+                    if not self.shown or now - self.last_draw >= 1.0:
+                        self.shown = True
+                        out = self._draw()
+                elif not self.shown or self.what != self.said_step or now - self.last_line >= self.every_s:
+                    self.shown, self.said_step = True, self.what
+                    out = self._line(self.status_text())
+            self._write(out)
 
-    def _draw(self) -> None:
-        self._write("\r\033[K" + self.status_text()[:_width()])
+    def _draw(self) -> str:
+        """The live line (terminal), redrawn."""
         self.live, self.last_draw = True, self.clock()
+        return "\r\033[K" + self.status_text()[:_width()]
 
-    def _line(self, text: str) -> None:
-        """A kept line (ending the live line first on a terminal)."""
-        if self.live:
-            self._write("\r\033[K")
-            self.live = False
-        self._write(text + "\n")
-        self.last_line = self.clock()
+    def _line(self, text: str) -> str:
+        """A kept line, ending the live line first on a terminal."""
+        out = "\r\033[K" if self.live else ""
+        self.live, self.last_line = False, self.clock()
+        return out + text + "\n"
 
     def _write(self, text: str) -> None:
+        if not text:
+            return
         try:
             self.stream.write(text)
             self.stream.flush()
