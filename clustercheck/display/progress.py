@@ -151,7 +151,7 @@ def _width() -> int:
 
 
 class Quiet(Heartbeat):
-    """Progress nobody shows (a command outside the runner: run, plan, node-check)."""
+    """Outside the runner (run, plan, node-check, a library caller): no heartbeat, a stage's own lines plain."""
 
     def __init__(self):
         super().__init__(stream=_Nowhere())
@@ -160,7 +160,12 @@ class Quiet(Heartbeat):
         pass
 
     def say(self, text: str, live: bool = False) -> None:
-        pass
+        """A stage's own line outside the runner is still printed, as a plain line."""
+        try:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
 
 class _Nowhere:

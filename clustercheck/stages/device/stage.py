@@ -14,14 +14,14 @@ from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.stages.device.rules import judge_devices
 from clustercheck.stages.device.samples import device_samples
 
-# the checks that hold measured figures: what --size and --seconds ask for
+# the checks that hold measured figures: what --size asks for
 FIGURES = tuple(sorted({f"device.{metric.split('.')[0]}" for metric, *_ in METRICS})) + ("device.measured",)
 
 
 class DeviceStage(RenderedStage):
     options: DeviceOptions
     name = "device"
-    answers = {flag: FIGURES for flag in ("size", "seconds")}
+    answers = {"size": FIGURES}     # --seconds is how long, not a figure asked for
     render = render
 
     def gather(self, layer: NodeLayer) -> DeviceFacts:
