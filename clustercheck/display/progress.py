@@ -38,6 +38,7 @@ class Heartbeat:
         self.said_step = ""         # the step last written as a line (pipe)
         self.live = False           # a live line is on the terminal, not yet ended
         self.stop_event: Optional[threading.Event] = None
+        self.previous: Optional["Heartbeat"] = None    # the heartbeat this one replaced while it runs (with)
 
     # ---- what the runner calls ------------------------------------------------------------
     def begin(self, stage: str) -> None:
@@ -50,16 +51,30 @@ class Heartbeat:
         if self.ticking:
             threading.Thread(target=self._beat, args=(self.stop_event,), daemon=True).start()
 
+    def stop(self) -> None:
+        """No more heartbeats for this stage (its lines still end with end())."""
+        with self.lock:
+            if self.stop_event is not None:
+                self.stop_event.set()
+                self.stop_event = None
+
     def end(self, summary: str) -> None:
         """The stage is over: its total time, if it said anything while it ran."""
+        self.stop()
         with self.writing:
             with self.lock:
-                if self.stop_event is not None:
-                    self.stop_event.set()
-                    self.stop_event = None
-                out = self._line(f"{summary} in {self.clock() - self.started:.1f} s") if self.shown else ""
+                out = self._line(f"{summary} in {self.clock() - self.started:.1f} s") if self.stage and self.shown \
+                    else ""
                 self.stage = ""
             self._write(out)
+
+    def __enter__(self) -> "Heartbeat":
+        self.previous = use(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        use(self.previous)
 
     # ---- what the fan-out, the torchrun follower and a stage's printer call ---------------------
     # step, answered and hear only change the state (under `lock`): a stderr nobody reads blocks the one
@@ -182,6 +197,11 @@ _current: Heartbeat = Quiet()
 def current() -> Heartbeat:
     """The running stage's heartbeat (a quiet one outside the runner)."""
     return _current
+
+
+def running() -> Heartbeat:
+    """A new heartbeat, the current one while the `with` block runs (the runner's)."""
+    return Heartbeat()
 
 
 def use(heartbeat: Heartbeat) -> Heartbeat:

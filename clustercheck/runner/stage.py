@@ -155,48 +155,37 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
     say = progress or (lambda stage, text: None)
     results = [StageResult(stage.name, command=stage.command(cluster_args)) for stage in stages]
     run = RunResult(list(nodes), results)
-    beat = heartbeat.Heartbeat()
-    previous = heartbeat.use(beat)   # the fan-out and the torchrun follower tell it their steps
-    try:
-        with Cluster(nodes, fanout) as cluster:
-            run_each(stages, results, run, NodeLayer(cluster, nodes), selected, say, beat)
-    finally:
-        heartbeat.use(previous)
+    with Cluster(nodes, fanout) as cluster, heartbeat.running() as beat:   # the fan-out and torchrun tell it
+        layer = NodeLayer(cluster, nodes)
+        done: List[tuple] = []
+        for stage, result in zip(stages, results):
+            if selected is not None and stage.name not in selected:
+                result.skipped = "not selected"
+                continue
+            reason = next((r for r in (s.blocks(res, stage) for s, res in done) if r), "")
+            if reason:
+                result.skipped = reason
+                say(stage.name, f"skipped: {reason}")
+                continue
+            say(stage.name, "running")
+            start = time.monotonic()
+            beat.begin(stage.name)
+            try:
+                result.facts = stage.gather(layer)
+            except KeyboardInterrupt:   # Ctrl-C, or SIGTERM from `timeout`, Slurm or systemd: keep what was found
+                beat.end(f"[{stage.name}] stopped")
+                run.interrupted = interrupt.reason() or "Ctrl-C"
+                stopped(run, stage, result, layer, start, selected)
+                break
+            finally:
+                beat.stop()     # gathering is over, however it ended: no more heartbeats
+            result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
+            mark_answers(stage, result.findings)
+            result.wall_s = time.monotonic() - start
+            beat.end(f"[{stage.name}] done: {result.status.name}")
+            done.append((stage, result))
+            say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
     return run
-
-
-def run_each(stages: Sequence[Stage], results: List[StageResult], run: RunResult, layer: NodeLayer,
-             selected: Optional[Sequence[str]], say: Callable[[str, str], None], beat: heartbeat.Heartbeat) -> None:
-    """The stages in order over one node layer (run_stages' loop)."""
-    done: List[tuple] = []
-    for stage, result in zip(stages, results):
-        if selected is not None and stage.name not in selected:
-            result.skipped = "not selected"
-            continue
-        reason = next((r for r in (s.blocks(res, stage) for s, res in done) if r), "")
-        if reason:
-            result.skipped = reason
-            say(stage.name, f"skipped: {reason}")
-            continue
-        say(stage.name, "running")
-        start = time.monotonic()
-        beat.begin(stage.name)
-        try:
-            result.facts = stage.gather(layer)
-        except KeyboardInterrupt:   # Ctrl-C, or SIGTERM from `timeout`, Slurm or systemd: keep what was found
-            beat.end(f"[{stage.name}] stopped")
-            run.interrupted = interrupt.reason() or "Ctrl-C"
-            stopped(run, stage, result, layer, start, selected)
-            break
-        except BaseException:
-            beat.end(f"[{stage.name}] crashed")
-            raise
-        result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
-        mark_answers(stage, result.findings)
-        result.wall_s = time.monotonic() - start
-        beat.end(f"[{stage.name}] done: {result.status.name}")
-        done.append((stage, result))
-        say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
 
 
 def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer, start: float,

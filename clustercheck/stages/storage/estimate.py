@@ -79,9 +79,10 @@ def what_it_means(facts: StorageFacts, save_s: float) -> str:
     --step-seconds), or without a step time what every --save-every steps cost."""
     if not facts.save_every:
         return "give --save-every and --step-seconds for what it costs the run"
+    said = f"{save_s:,.1f} s" if save_s >= 1 else f"{save_s:.2f} s"
     if facts.step_seconds:
         between = facts.save_every * facts.step_seconds
-        return (f"{save_s / between:.1%} of the run's time: {save_s:,.1f} s of every {between:,.0f} s between saves "
+        return (f"{save_s / between:.1%} of the run's time: {said} of every {between:,.0f} s between saves "
                 f"(--save-every {facts.save_every} steps of --step-seconds {facts.step_seconds:g})")
-    return (f"the run pauses about {save_s:,.1f} s every {facts.save_every} steps (--save-every); give "
+    return (f"the run pauses about {said} every {facts.save_every} steps (--save-every); give "
             f"--step-seconds for its share of the run's time")
