@@ -11,6 +11,7 @@ from clustercheck.core.errors import InputError
 from clustercheck.core.requirements import parse_requirement
 from clustercheck.core.result import Status
 from clustercheck.core.thresholds import Config, EnvThresholds
+from clustercheck.display.findings import findings_lines
 from clustercheck.onnode import env_probe, gpuprobe
 from clustercheck.stages.env import baseline, packages
 from clustercheck.stages.env.judges import evaluate
@@ -159,7 +160,28 @@ def test_a_variable_set_differently_on_one_node_is_named_and_a_secret_only_as_di
                       "HF_TOKEN": f"(set; value not shown, #{'aaaaaa' if i != 1 else 'bbbbbb'})"}
     found = {f.check: f for f in problems(cluster(3, env))}
     assert found["same.$OMP_NUM_THREADS"].nodes == ["node02"]
-    assert found["same.$HF_TOKEN"].nodes == ["node02"] and "bbbbbb" in found["same.$HF_TOKEN"].evidence[-1]
+    assert found["same.$HF_TOKEN"].nodes == ["node02"] and "bbbbbb" in found["same.$HF_TOKEN"].evidence[0]
+
+
+def test_a_variable_set_on_one_node_of_three_names_that_node_alone_first():
+    """LD_LIBRARY_PATH on one node of three: the one node is the odd one, named in the line and first in the
+    evidence; the two healthy nodes are "the others", never listed as if they differed."""
+    def env(i, doc):
+        doc["env"] = {"LD_LIBRARY_PATH": "/opt/old-nccl/lib"} if i == 2 else {}
+    [found] = [f for f in problems(cluster(3, env)) if f.check == "same.$LD_LIBRARY_PATH"]
+    assert found.summary == "LD_LIBRARY_PATH differs on node03 from the other 2 nodes"
+    assert found.nodes == ["node03"]
+    assert found.evidence == ["node03: /opt/old-nccl/lib", "the others (node[01-02]): (unset)"]
+    shown = "\n".join(findings_lines([found]))
+    assert shown.index("node03") < shown.index("node[01-02]")
+
+
+def test_a_variable_with_no_majority_says_so_and_blames_every_node():
+    def env(i, doc):
+        doc["env"] = {"NCCL_IB_HCA": ["mlx5_0", "mlx5_1"][i]}
+    [found] = [f for f in problems(cluster(2, env)) if f.check == "same.$NCCL_IB_HCA"]
+    assert found.summary == "NCCL_IB_HCA differs across the 2 nodes, no majority"
+    assert found.nodes == ["node01", "node02"]
 
 
 def test_the_probe_never_lets_a_secret_out_but_tells_two_apart(monkeypatch):

@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -22,13 +24,42 @@ pytestmark = pytest.mark.sandbox
 def preflight(box, tmp_path, name, *args):
     nodes = tmp_path / "nodes.txt"
     nodes.write_text("\n".join(node.name for node in box.nodes[:3]) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "clustercheck", "preflight", str(nodes), "-F", box.ssh_config,
-                           "--python", sys.executable, "--reports-dir", str(tmp_path / "reports"), "--name", name,
-                           "--attempt-timeout", "2", "--connect-timeout", "3", "--bench-max-bytes", "4M",
-                           "--smoke-steps", "20", *args], capture_output=True, text=True, timeout=600)
+    proc = on_a_pipe([sys.executable, "-m", "clustercheck", "preflight", str(nodes), "-F", box.ssh_config,
+                      "--python", sys.executable, "--reports-dir", str(tmp_path / "reports"), "--name", name,
+                      "--attempt-timeout", "2", "--connect-timeout", "3", "--bench-max-bytes", "4M",
+                      "--smoke-steps", "20", *args], timeout=600)
     [report] = [p for p in (tmp_path / "reports").iterdir() if p.name.endswith(f"-{name}.json")]
     with open(report) as handle:
         return proc, json.load(handle), str(report)
+
+
+def on_a_pipe(argv, timeout):
+    """argv with stdout and stderr on pipes, as a Slurm output file or `| tee` sees them; the result has
+    `stderr_lines`: (seconds since the start, line) as each line arrived."""
+    started = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, lines = [], []
+    readers = [threading.Thread(target=lambda: out.append(child.stdout.read())),
+               threading.Thread(target=lambda: lines.extend((time.monotonic() - started, line.rstrip("\n"))
+                                                            for line in child.stderr))]
+    for reader in readers:
+        reader.start()
+    try:
+        child.wait(timeout)
+    finally:
+        child.kill()
+        for reader in readers:
+            reader.join()
+    proc = subprocess.CompletedProcess(argv, child.returncode, "".join(out), "\n".join(t for _, t in lines))
+    proc.stderr_lines = lines
+    return proc
+
+
+def longest_silence(lines):
+    """(seconds, the line after it) of the longest wait for a line on stderr, the start counted."""
+    times = [0.0] + [t for t, _ in lines]
+    gaps = [(b - a, lines[i][1]) for i, (a, b) in enumerate(zip(times, times[1:]))]
+    return max(gaps, default=(float("inf"), ""))
 
 
 def first_problem(doc):
@@ -58,6 +89,17 @@ def check_markdown(md_path):
 def test_a_clean_sandbox_is_ready_and_the_report_is_well_formed(box, tmp_path):
     proc, doc, path = preflight(box, tmp_path, "clean")
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr
+    # progress a user sees on a pipe: every stage (device, storage, bench, smoke run long) says what it does within
+    # 5 s of the start and then at least every 10 s, and each long one ends with its total time
+    lines = proc.stderr_lines
+    assert lines and lines[0][0] <= 5.0, lines[:3]
+    assert longest_silence(lines)[0] <= 10.0, (longest_silence(lines), lines)
+    long = [name for name, stage in doc["stages"].items() if stage["wall_s"] > 5]
+    assert {"device", "bench", "smoke"} <= set(long), doc["stages"]
+    for stage in long:
+        assert any(re.match(rf"\[{stage}\] done: OK in [0-9.]+ s$", text) for _, text in lines), (stage, lines)
+    assert any(re.match(r"\[device\] [0-9]+ s: measuring every device .*, [0-9] of 3 nodes answered$", text)
+               for _, text in lines), lines
     assert {s: v["status"] for s, v in doc["stages"].items()} == {name: "OK" for name in STAGE_NAMES}
     text = check_markdown(path[:-5] + ".md")
     assert text.startswith("# READY (")

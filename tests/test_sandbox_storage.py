@@ -75,6 +75,10 @@ def test_the_node_with_the_slowed_link_is_the_slow_storage_client(sbox):
     assert all(nodes == [slow] for nodes in failing.values()), failing
     [finding] = [f for f in doc["findings"] if f["check"] == "storage.write"]
     assert finding["summary"].startswith(f"{slow} is a slow storage client: writing and syncing at ")
+    # the save waits for the slow node: the estimate names it as the node that sets the time per save
+    assert doc["estimate"]["save_node"] == slow
+    [estimate] = [f for f in doc["findings"] if f["check"] == "storage.estimate"]
+    assert f"set by {slow}, the slowest of 3 nodes" in estimate["summary"], estimate
 
 
 def test_a_read_only_shared_path_is_named_with_its_errno(sbox):

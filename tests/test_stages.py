@@ -196,3 +196,59 @@ def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
         [probed] = layer.probed(ProbeOptions(timeout_s=30))
         assert "packages" in probed.facts and "torch" in probed.facts["packages"]["versions"]
         assert layer.take_findings() == []   # judged once per run
+
+
+# ---- the answer a flag asked for (issue 42): shown whatever its status, never folded --------------------------
+def stage_classes():
+    from clustercheck.stages.device.options import DeviceOptions
+    from clustercheck.stages.device.stage import DeviceStage
+    from clustercheck.stages.env.options import EnvOptions
+    from clustercheck.stages.env.stage import EnvStage
+    from clustercheck.stages.net.options import NetOptions
+    from clustercheck.stages.net.stage import NetStage
+    from clustercheck.stages.storage.options import StorageOptions
+    from clustercheck.stages.storage.stage import StorageStage
+    return [(EnvStage, EnvOptions), (DeviceStage, DeviceOptions), (StorageStage, StorageOptions),
+            (NetStage, NetOptions), (BenchStage, BenchOptions), (SmokeStage, SmokeOptions)]
+
+
+@pytest.mark.parametrize("stage,options", stage_classes(), ids=lambda s: getattr(s, "name", ""))
+def test_every_answers_table_names_flags_the_stage_has(stage, options):
+    import dataclasses
+    flags = {f.name for f in dataclasses.fields(options) if f.metadata.get("decls")}
+    assert stage.answers, f"{stage.name} answers no flag"
+    assert set(stage.answers) <= flags, set(stage.answers) - flags
+
+
+def test_a_figure_asked_by_a_flag_is_shown_without_v_and_one_not_asked_stays_folded():
+    from clustercheck.display.findings import findings_lines
+    from clustercheck.runner.stage import mark_answers
+    found = [Finding("bench.expected.all_reduce", Status.OK, "all_reduce: 95% of expected 100 GB/s"),
+             Finding("bench.bandwidth.all_gather", Status.OK, "all_gather: avg bus bandwidth 80 GB/s"),
+             Finding("bench.data", Status.OK, "every result checked correct")]
+    mark_answers(BenchStage(BenchOptions()), found)
+    assert not any(f.answers for f in found)          # nothing asked: everything OK folds
+    assert findings_lines(found)[0] == "OK    3 checks passed (-v lists them)"
+    mark_answers(BenchStage(BenchOptions(expect_busbw=100.0, collectives=("all_reduce", "all_gather"))), found)
+    assert [f.answers for f in found] == ["--expect-busbw 100, --collectives all_reduce,all_gather",
+                                          "--collectives all_reduce,all_gather", ""]
+    lines = findings_lines(found)
+    assert lines[:4] == ["OK    all_reduce: 95% of expected 100 GB/s",
+                         "        (asked by --expect-busbw 100, --collectives all_reduce,all_gather)",
+                         "OK    all_gather: avg bus bandwidth 80 GB/s",
+                         "        (asked by --collectives all_reduce,all_gather)"]
+    assert "OK    1 checks passed (-v lists them)" in lines and lines[-1] == "Verdict: READY (3 passed)"
+    assert found[0].to_dict()["answers"].startswith("--expect-busbw 100") and "answers" not in found[2].to_dict()
+
+
+def test_the_docs_list_every_flag_whose_figure_is_always_shown():
+    """docs/checks.md's table says, for every command, which flags ask for a figure shown whatever its status."""
+    import dataclasses
+    text = open(os.path.join(ROOT, "..", "docs", "checks.md")).read()
+    rows = {line for line in text.splitlines() if line.startswith("| `")}
+    for stage, options in stage_classes():
+        long = {f.name: next(d for d in f.metadata["decls"] if d.startswith("--")).split("/")[0]
+                for f in dataclasses.fields(options) if f.metadata.get("decls")}
+        for name, checks in stage.answers.items():
+            assert any(row.startswith(f"| `{stage.name}` |") and f"`{long[name]}`" in row
+                       and all(f"`{check}" in row for check in checks) for row in rows), (stage.name, long[name])

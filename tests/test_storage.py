@@ -151,6 +151,7 @@ def looked(mount=SSHFS, **outcome):
 
 
 def storage_facts(docs, coherence=None, **fields):
+    fields.setdefault("save_every", 1000)    # the option's default
     nodes = [Node(f"n{i + 1}") for i in range(len(docs))]
     facts = StorageFacts(nodes, "/shared", {n.name: 2 for n in nodes}, params=1_000_000_000, model="1B",
                          mode="zero3", keep=2, window=10, **fields)
@@ -172,7 +173,9 @@ def test_a_clean_shared_filesystem_names_nobody_and_says_the_save_time():
     assert not any(f.nodes for f in found)
     estimate = by_check(found)["storage.estimate"].summary
     # 12 GB of zero3 states over 8 ranks: 3 GB per node at 200 MB/s is 15 s; read back at 400 MB/s, 7.5 s
-    assert "(12.0 GB) takes about 15.0 s on this filesystem from all 4 nodes; loading it about 7.5 s" in estimate
+    assert "(12.0 GB) takes about 15.0 s, set by n1, the slowest of 4 nodes; a load about 7.5 s (n1)" in estimate
+    # what it means for the run, without a step time: the pause every --save-every steps
+    assert by_check(found)["storage.estimate"].evidence[0].startswith("the run pauses about 15.0 s every 1000 steps")
     assert "shared by every node and coherent" in by_check(found)["storage.coherence"].summary
 
 
@@ -185,7 +188,7 @@ def test_the_slow_storage_client_is_named_and_no_other():
     assert "n3 is a slow storage client: writing and syncing at 20.0 MB/s, 0.10x the other nodes' 200.0 MB/s" \
         in slow[0].summary
     # the save waits for the slowest node: 3 GB at 20 MB/s
-    assert "takes about 150.0 s" in by_check(found)["storage.estimate"].summary
+    assert "takes about 150.0 s, set by n3, the slowest of 4 nodes" in by_check(found)["storage.estimate"].summary
 
 
 def test_a_checkpoint_that_does_not_fit_fails_naming_the_node():
@@ -269,6 +272,26 @@ def test_storage_on_this_machine_ends_in_a_verdict_with_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr[-800:]
     node = next(iter(doc["nodes"].values()))
     assert node["probe"]["slot_results"] and doc["estimate"]["save_s"] >= 0
+
+
+def test_the_save_time_asked_by_params_heads_the_screen_without_v(tmp_path):
+    """storage --params 1B asks how long a save takes: the line under the headline says it (the time, the node
+    that sets it, what it costs the run at --save-every), never folded into "N checks passed"; --json marks the
+    finding as the answer to the flag."""
+    args = ["storage", "--checkpoint-dir", str(tmp_path), "--seconds", "1", "--size", str(8 << 20), "--params", "1B",
+            "--save-every", "500"]
+    proc = clustercheck(*args)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    first, save, meaning = proc.stdout.splitlines()[:3]
+    assert first.startswith("clustercheck storage:")
+    assert save.startswith("A checkpoint save of 1B parameters under ddp (12.0 GB) takes about ") and \
+        " on localhost; a load about " in save, save
+    assert "every 500 steps (--save-every)" in meaning
+    assert proc.stdout.count("12.0 GB) takes about") == 1      # said once, not again among the findings
+    doc = json.loads(clustercheck(*args, "--json").stdout)
+    [estimate] = [f for f in doc["findings"] if f["check"] == "storage.estimate"]
+    assert estimate["answers"] == f"--params 1B, --save-every 500, --checkpoint-dir {tmp_path}"
+    assert doc["estimate"]["save_node"] == "localhost"
 
 
 # ---- recorded on real clusters (tests/data/storage/SOURCES.md) ------------------------------------------

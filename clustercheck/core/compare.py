@@ -44,6 +44,27 @@ class Grouping(Generic[V]):
     def evidence(self, show=str) -> List[str]:
         return [f"{fold(nodes)}: {show(value)}" for value, nodes in self.groups]
 
+    def odd_first(self, show=str) -> List[str]:
+        """The evidence with the odd nodes first and the majority last as "the others"; without a clear majority,
+        every group as it is."""
+        if self.uniform or not self.clear_majority:
+            return self.evidence(show)
+        return [f"{fold(nodes)}: {show(value)}" for value, nodes in self.odd] + [
+            f"the others ({fold(self.baseline_nodes)}): {show(self.baseline)}"]
+
+    def differs(self, what: str) -> str:
+        """"LD_LIBRARY_PATH differs on node03 from the other 2 nodes": the odd nodes alone named where there is a
+        clear majority, never the healthy ones as if they were the odd ones."""
+        total = sum(len(nodes) for _, nodes in self.groups)
+        if self.clear_majority:
+            return f"{what} differs on {fold(self.odd_nodes)} from the other {len(self.baseline_nodes)} nodes"
+        return f"{what} differs across the {total} nodes, no majority"
+
+    @property
+    def at_fault(self) -> List[str]:
+        """The nodes a difference blames: the odd ones where there is a clear majority, else every node."""
+        return self.odd_nodes if self.clear_majority else [n for _, nodes in self.groups for n in nodes]
+
 
 def group_by_value(values: Dict[str, V], order: Sequence[str]) -> Grouping[V]:
     """values: node -> value (nodes without a value are left out); order: inventory order."""

@@ -48,10 +48,13 @@ class Finding:
     evidence: List[str] = field(default_factory=list)   # e.g. "node[01-03]: 2.3.1", "node04: not installed"
     remedy: str = ""
     nodes: List[str] = field(default_factory=list)      # the nodes at fault
+    answers: str = ""          # the flag whose question it answers ("--params 1B"): shown whatever its status
 
     def to_dict(self) -> Dict:
         data = asdict(self)
         data["status"] = self.status.name
+        if not self.answers:
+            del data["answers"]
         return data
 
 

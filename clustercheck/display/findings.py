@@ -10,17 +10,21 @@ from tabulate import tabulate
 from clustercheck.core.result import Finding, Status, sort_findings, verdict_line, worst
 
 
-def findings_lines(findings: Sequence[Finding], verbose: bool = False) -> List[str]:
-    """Problems first with their evidence and fix; passed checks counted (listed with verbose)."""
+def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined: Sequence[str] = ()) -> List[str]:
+    """Problems first with their evidence and fix; passed checks counted (listed with verbose), except those
+    that answer a flag the user gave (Finding.answers), which are always shown. headlined: checks the screen's
+    headline already says; passed, they are not said again."""
     lines = []
     for finding in sort_findings(findings):
-        if finding.status is Status.OK and not verbose:
+        if finding.status is Status.OK and (finding.check in headlined or not verbose and not finding.answers):
             continue
         lines.append(f"{finding.status.label:<5} {finding.summary}")
         lines += [f"        {item}" for item in finding.evidence]
+        if finding.answers:
+            lines.append(f"        (asked by {finding.answers})")
         if finding.remedy and finding.status is not Status.OK:
             lines.append(f"      fix: {finding.remedy}")
-    passed = sum(1 for f in findings if f.status is Status.OK)
+    passed = sum(1 for f in findings if f.status is Status.OK and not f.answers and f.check not in headlined)
     if passed and not verbose:
         lines.append(f"OK    {passed} checks passed (-v lists them)")
     lines += ["", f"Verdict: {verdict_line(findings)}"]

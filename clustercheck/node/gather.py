@@ -112,7 +112,7 @@ def probe_cluster(cluster: Cluster, nodes: Sequence[Node], options: Optional[Pro
         by_name[node.name] = interpret(node, result, sent, time.time())
         return result
 
-    results = cluster.each(step, nodes)
+    results = cluster.each(step, nodes, what="probing the nodes")
     probed = []
     for node, result in zip(nodes, results):
         probed.append(by_name.get(node.name) or interpret(node, result, 0.0, 0.0))

@@ -12,7 +12,7 @@ import click
 from clustercheck.core.errors import InputError
 from clustercheck.display.report_files import check_name
 from clustercheck.preflight.sequence import STAGE_NAMES, short_sweep
-from clustercheck.runner.options import FiniteRange, borrow, deadline_option, opt
+from clustercheck.runner.options import FiniteRange, borrow, deadline_option, given_for, opt
 from clustercheck.runner.stage import Stage
 from clustercheck.stages.bench.options import BenchOptions
 from clustercheck.stages.bench.stage import BenchStage
@@ -92,6 +92,15 @@ class PreflightOptions:
 
 
 def preflight_stages(options: PreflightOptions) -> List[Stage]:
+    """The stages with the options preflight derives; each knows which of them the user gave (a figure asked by
+    one is shown unfolded: runner/stage.mark_answers), not preflight's own defaults."""
+    stages = derived_stages(options)
+    for stage in stages:
+        stage.asked = given_for(options, type(stage.options))
+    return stages
+
+
+def derived_stages(options: PreflightOptions) -> List[Stage]:
     required = (("transformers",) if options.model else ()) + (("peft",) if options.lora else ())
     return [EnvStage(EnvOptions(workdir=options.workdir, config_path=options.config_path, required=required,
                                 baseline=options.env_baseline)),

@@ -87,11 +87,11 @@ def render_markdown(stages: Sequence[Stage], run: RunResult, command: str, image
            "",
            f"- nodes: {fold(names)}", f"- when: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
            f"- command: `{command}`", f"- clustercheck {__version__}", "", "## Findings", ""]
-    rows = [[f.status.label, stage.name, cell(f.summary), cell(", ".join(f.nodes) if f.nodes else ""),
-             cell(f.remedy if f.status is not Status.OK else "")]
-            for stage in run.stages for f in stage.findings if f.status is not Status.OK]
-    rows.sort(key=lambda r: -Status[r[0]])
-    passed = sum(1 for f in findings if f.status is Status.OK)
+    rows = [[f.status.label, stage.name, cell(f.summary + (f" (asked by {f.answers})" if f.answers else "")),
+             cell(", ".join(f.nodes) if f.nodes else ""), cell(f.remedy if f.status is not Status.OK else "")]
+            for stage in run.stages for f in stage.findings if f.status is not Status.OK or f.answers]
+    rows.sort(key=lambda r: -Status[r[0]])     # a figure asked by a flag is listed whatever its status
+    passed = sum(1 for f in findings if f.status is Status.OK and not f.answers)
     out += [tabulate(rows, headers=["status", "stage", "finding", "nodes", "fix"], tablefmt="github")
             if rows else "No problems found.", "", f"{passed} checks passed.", ""]
     out += ["## Stages", "", tabulate([[s.name, "skipped: " + s.skipped if s.skipped else s.status.name,

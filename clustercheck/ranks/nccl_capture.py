@@ -142,7 +142,7 @@ def _read_files(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, s
     commands = {n.name: read_command(n, run_dirs[n.name], _pattern(debug_file), remove, capture.kept_in)
                 for n in nodes if n.name in run_dirs}
     results = cluster.each(lambda transport, node: transport.run(commands[node.name], READ_TIMEOUT_S),
-                           [n for n in nodes if n.name in commands])
+                           [n for n in nodes if n.name in commands], what="reading NCCL's logs")
     for result in results:
         if not result.ok:
             capture.problems[result.node] = result.detail or result.outcome.value

@@ -54,7 +54,7 @@ def gather_stacks(cluster: Cluster, nodes: Sequence[Node], commands: Dict[str, s
     problems: Dict[str, str] = {}
     by_name = {n.name: n for n in nodes}
     results = cluster.each(lambda transport, node: transport.run(commands[node.name], timeout_s),
-                           [by_name[name] for name in commands])
+                           [by_name[name] for name in commands], what="taking every rank's stack")
     for result in results:
         if not result.outcome.reached or result.outcome is Outcome.TIMED_OUT:
             problems[result.node] = result.detail or result.outcome.value

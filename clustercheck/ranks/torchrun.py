@@ -21,6 +21,7 @@ import uuid
 from typing import Callable, Dict, Optional, Sequence
 
 from clustercheck.core.inventory import Node
+from clustercheck.display.progress import current as heartbeat
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
@@ -150,6 +151,7 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
             if isinstance(event, dict):
                 run.events.append(event)
                 clock.moved(event.get("event"))
+                heartbeat().hear(f"{event.get('event')} from {run.node}")
                 if progress:
                     progress(run.node, event)
             continue
@@ -157,6 +159,7 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
         if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
             run.exit_code, run.ended_s = code, time.monotonic() - started
             run.lost = code == -1 and handle.lost
+            heartbeat().answered()
             return
 
 
@@ -218,7 +221,10 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     if capture is not None:
         launch = dataclasses.replace(launch, env={**capture.env, **launch.env})
     started = time.monotonic()
+    what = "ranks" if launch.name == "torchrun" else f"{launch.name} ranks"
+    heartbeat().step(f"starting the {what} on every node", len(nodes))
     handles = start_all(cluster, nodes, probed, launch, run_id, runs)
+    heartbeat().step(f"the {what} run under torchrun", len(nodes), counted="ended")
     clock = StallClock(launch)
     halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
     threads = [threading.Thread(target=follow, daemon=True, args=(

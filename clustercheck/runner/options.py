@@ -76,7 +76,8 @@ def borrow(cls: Type, name: str, *decls: str, **changes) -> Any:
     settings = dict(f.metadata["click"])
     default = changes.pop("default", _default(f))
     settings.update(changes)
-    return field(default=default, metadata={**f.metadata, "decls": decls or f.metadata["decls"], "click": settings})
+    return field(default=default, metadata={**f.metadata, "decls": decls or f.metadata["decls"], "click": settings,
+                                            "borrowed": (cls, name)})
 
 
 # ---- flags several commands share, declared here once ------------------------------------------
@@ -146,27 +147,51 @@ def _show(f, value: Any) -> str:
 def to_args(obj: Any) -> List[str]:
     """The flags (unquoted argv words) that give obj's values where they differ from the defaults."""
     args: List[str] = []
+    for f, words in _given(obj):
+        if f.metadata.get("argument"):
+            args.insert(0, words[0])
+        else:
+            args += words
+    return args
+
+
+def given_flags(obj: Any) -> Dict[str, str]:
+    """field name -> how the user gave it ("--params 1B"), for the flags whose values differ from the defaults."""
+    return {f.name: " ".join(words) for f, words in _given(obj, long=True) if not f.metadata.get("argument")}
+
+
+def given_for(obj: Any, cls: Type) -> Dict[str, str]:
+    """The flags given to obj (preflight's options) that are cls's fields borrowed (borrow): cls's field name ->
+    how the user gave it ("--device-seconds 3" for DeviceOptions' seconds)."""
+    return {f.metadata["borrowed"][1]: " ".join(words) for f, words in _given(obj, long=True)
+            if f.metadata.get("borrowed", (None,))[0] is cls}
+
+
+def _given(obj: Any, long: bool = False) -> List[Tuple[Any, List[str]]]:
+    """(field, its argv words) for every flagged field of obj whose value differs from the default; long: the flag's
+    long name (--collectives, not -c)."""
+    found: List[Tuple[Any, List[str]]] = []
     if obj is None:
-        return args
+        return found
     for f in _flagged(type(obj)):
         value = getattr(obj, f.name)
         if value == _default(f) or value is None:
             continue
         if f.metadata.get("argument"):
-            args.insert(0, str(value))
+            found.append((f, [str(value)]))
             continue
-        decl = f.metadata["decls"][0]
+        decls = f.metadata["decls"]
+        decl = next((d for d in decls if d.startswith("--")), decls[0]) if long else decls[0]
         if "/" in decl:                                   # --pairwise/--no-pairwise
             on, off = decl.split("/")
-            args.append(on if value else off)
+            found.append((f, [on if value else off]))
         elif f.metadata["click"].get("is_flag"):
-            args.append(decl)
+            found.append((f, [decl]))
         elif f.metadata["click"].get("multiple"):
-            for item in value:
-                args += [decl, str(item)]
+            found.append((f, [word for item in value for word in (decl, str(item))]))
         else:
-            args += [decl, _show(f, value)]
-    return args
+            found.append((f, [decl, _show(f, value)]))
+    return found
 
 
 # ---- the nodes and how to reach them: every cluster command -----------------------------

@@ -17,9 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from clustercheck.core.errors import EXIT_INTERRUPTED
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status, worst
+from clustercheck.display import progress as heartbeat
 from clustercheck.node.layer import NodeLayer
 from clustercheck.runner import interrupt
-from clustercheck.runner.options import to_args
+from clustercheck.runner.options import given_flags, to_args
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 
 
@@ -75,9 +76,13 @@ class Stage:
 
     name = ""
     launches_ranks = False    # starts torchrun on every node: a node or link that cannot carry it makes it pointless
+    # option field -> the checks whose figure is the answer to that flag's question (a check id, or a prefix
+    # before a "."): given on the command line, they are shown whatever their status (mark_answers)
+    answers: Dict[str, Tuple[str, ...]] = {}
 
     def __init__(self, options: Any):
         self.options = options
+        self.asked: Optional[Dict[str, str]] = None   # option field -> the flag the user gave; None: the options'
 
     def gather(self, layer: NodeLayer) -> Any:
         raise NotImplementedError
@@ -150,7 +155,7 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
     say = progress or (lambda stage, text: None)
     results = [StageResult(stage.name, command=stage.command(cluster_args)) for stage in stages]
     run = RunResult(list(nodes), results)
-    with Cluster(nodes, fanout) as cluster:
+    with Cluster(nodes, fanout) as cluster, heartbeat.running() as beat:   # the fan-out and torchrun tell it
         layer = NodeLayer(cluster, nodes)
         done: List[tuple] = []
         for stage, result in zip(stages, results):
@@ -164,14 +169,20 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
                 continue
             say(stage.name, "running")
             start = time.monotonic()
+            beat.begin(stage.name)
             try:
                 result.facts = stage.gather(layer)
             except KeyboardInterrupt:   # Ctrl-C, or SIGTERM from `timeout`, Slurm or systemd: keep what was found
+                beat.end(f"[{stage.name}] stopped")
                 run.interrupted = interrupt.reason() or "Ctrl-C"
                 stopped(run, stage, result, layer, start, selected)
                 break
+            finally:
+                beat.stop()     # gathering is over, however it ended: no more heartbeats
             result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
+            mark_answers(stage, result.findings)
             result.wall_s = time.monotonic() - start
+            beat.end(f"[{stage.name}] done: {result.status.name}")
             done.append((stage, result))
             say(stage.name, f"{result.status.name} in {result.wall_s:.1f} s")
     return run
@@ -194,6 +205,17 @@ def stopped(run: RunResult, stage: Stage, result: StageResult, layer: NodeLayer,
         later.findings = [Finding(f"{later.name}.interrupted", Status.UNKNOWN,
                                   f"{later.name} was not run: the run was stopped ({run.interrupted})", [],
                                   f"run `{later.command}`")]
+
+
+def mark_answers(stage: Stage, findings: List[Finding]) -> None:
+    """A finding that answers a flag the user gave (the stage's `answers` table) names the flag: it is shown
+    on the first screen whatever its status, never folded into "N checks passed"."""
+    given = stage.asked if stage.asked is not None else given_flags(stage.options)
+    for finding in findings:
+        asked = [given[name] for name, checks in stage.answers.items() if name in given and any(
+            finding.check == check or finding.check.startswith(check + ".") for check in checks)]
+        if asked:
+            finding.answers = ", ".join(asked)
 
 
 def only_what_was_checked(layer: NodeLayer, findings: List[Finding]) -> List[Finding]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
+from clustercheck.display import progress
 from clustercheck.transport.base import NodeResult, Outcome, Transport, TransportError
 from clustercheck.transport.local import LocalTransport
 from clustercheck.transport.srun import SrunTransport
@@ -119,27 +120,39 @@ class Cluster:
         failures = parallel_map(self._connect, self.nodes, self.options.fanout)
         return {r.node: r for r in failures if r is not None}
 
-    def each(self, step: Callable[[Transport, Node], NodeResult],
-             nodes: Optional[Sequence[Node]] = None) -> List[NodeResult]:
-        """Run step(transport, node) on every reachable node; unreachable ones keep their outcome."""
+    def each(self, step: Callable[[Transport, Node], NodeResult], nodes: Optional[Sequence[Node]] = None,
+             what: str = "a command on the nodes") -> List[NodeResult]:
+        """Run step(transport, node) on every reachable node; unreachable ones keep their outcome. `what` is the
+        step's name in the run's progress, which counts the nodes as they answer."""
+        beat = progress.current()
+
         def one(node: Node) -> NodeResult:
-            failed = self._connect(node)
-            if failed is not None:
-                return failed
-            start = time.monotonic()
             try:
-                return step(self.transports[node.name], node)
-            except TransportError as exc:
-                return NodeResult(node.name, exc.outcome, detail=exc.detail, elapsed_s=time.monotonic() - start)
-            except Exception as exc:  # a bug or a surprise on one node is that node's outcome, not a hang
-                return NodeResult(node.name, Outcome.TOOL_ERROR, detail=f"{type(exc).__name__}: {exc}",
-                                  elapsed_s=time.monotonic() - start)
+                return self._one(step, node)
+            finally:
+                beat.answered()
 
-        return parallel_map(one, list(self.nodes if nodes is None else nodes), self.options.fanout)
+        todo = list(self.nodes if nodes is None else nodes)
+        beat.step(what, len(todo))
+        return parallel_map(one, todo, self.options.fanout)
 
-    def run(self, command: str, timeout_s: float, nodes: Optional[Sequence[Node]] = None) -> List[NodeResult]:
+    def _one(self, step: Callable[[Transport, Node], NodeResult], node: Node) -> NodeResult:
+        failed = self._connect(node)
+        if failed is not None:
+            return failed
+        start = time.monotonic()
+        try:
+            return step(self.transports[node.name], node)
+        except TransportError as exc:
+            return NodeResult(node.name, exc.outcome, detail=exc.detail, elapsed_s=time.monotonic() - start)
+        except Exception as exc:  # a bug or a surprise on one node is that node's outcome, not a hang
+            return NodeResult(node.name, Outcome.TOOL_ERROR, detail=f"{type(exc).__name__}: {exc}",
+                              elapsed_s=time.monotonic() - start)
+
+    def run(self, command: str, timeout_s: float, nodes: Optional[Sequence[Node]] = None,
+            what: str = "a command on the nodes") -> List[NodeResult]:
         """The same shell command on every node, each under its own deadline."""
-        return self.each(lambda transport, node: transport.run(command, timeout_s), nodes)
+        return self.each(lambda transport, node: transport.run(command, timeout_s), nodes, what)
 
     def close(self) -> None:
         parallel_map(_close_quietly, list(self.transports.values()), self.options.fanout)

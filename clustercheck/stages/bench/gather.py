@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
+from clustercheck.display.progress import current as heartbeat
 from clustercheck.node.facts import Probed
 from clustercheck.node.readiness import choose_backend, ranks_per_node, readiness_problems
 from clustercheck.onnode import BENCH_WORKER, bench_files
@@ -130,17 +130,11 @@ def progress_text(event: Dict) -> Optional[str]:
     return None
 
 
-def print_progress(stream=sys.stderr) -> Callable[[str, Dict], None]:
-    """Progress on stderr: one rewritten line on a terminal, else a line per size and per round."""
-    terminal = stream.isatty()
-
+def print_progress() -> Callable[[str, Dict], None]:
+    """Progress through the run's heartbeat (stderr): on a terminal the sizes and rounds rewrite its live line,
+    else a line per size and per round."""
     def show(node: str, event: Dict) -> None:
         text = progress_text(event)
-        if text is None:
-            return
-        if terminal and event.get("event") in ("start", "row", "round"):
-            stream.write(f"\r\033[K[bench] {text}")
-        else:
-            stream.write(("\r\033[K" if terminal else "") + f"[bench] {text}\n")
-        stream.flush()
+        if text is not None:
+            heartbeat().say(f"[bench] {text}", live=event.get("event") in ("start", "row", "round"))
     return show

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Dict, List, Sequence
 
 from clustercheck.core.errors import InputError
@@ -29,6 +28,9 @@ def expectations(options: BenchOptions) -> Expectations:
 
 class BenchStage(Stage):
     name = "bench"
+    answers = {"expect_busbw": ("bench.expected",), "baseline": ("bench.baseline",), "pairwise": ("bench.pairwise",),
+               **{size: ("bench.bandwidth", "bench.expected") for size in
+                  ("collectives", "min_bytes", "max_bytes", "dtype", "op")}}
     launches_ranks = True
 
     def __init__(self, options: BenchOptions):
@@ -39,11 +41,8 @@ class BenchStage(Stage):
         self.expect = expectations(options)
 
     def gather(self, layer: NodeLayer) -> BenchFacts:
-        facts = gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, print_progress(),
-                             self.expect.configured_busbw)
-        if sys.stderr.isatty():
-            sys.stderr.write("\r\033[K")   # the progress line ends here
-        return facts
+        return gather_bench(layer.cluster, layer.nodes, layer.probed(), self.options, print_progress(),
+                            self.expect.configured_busbw)
 
     def judge(self, facts: BenchFacts) -> List[Finding]:
         return judge_bench(facts, self.expect, self.options.timeout_s)

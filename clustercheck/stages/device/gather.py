@@ -31,7 +31,8 @@ def gather_devices(cluster: Cluster, nodes: Sequence[Node], options: DeviceOptio
         return transport.run(inline_command(interpreter(node), "device_probe", args), deadline)
 
     by_name = {node.name: node for node in nodes}
-    for result in cluster.each(measure, nodes):
+    what = f"measuring every device ({options.seconds:g} s a test; the CPU where there is no GPU)"
+    for result in cluster.each(measure, nodes, what=what):
         doc, problem = read_document(by_name[result.node], result)
         if doc is not None:
             facts.documents[result.node] = doc

@@ -8,16 +8,20 @@ from clustercheck.core.result import Finding
 from clustercheck.node.layer import NodeLayer
 from clustercheck.runner.stage import RenderedStage, StageResult
 from clustercheck.stages.device import render
-from clustercheck.stages.device.facts import DeviceFacts
+from clustercheck.stages.device.facts import METRICS, DeviceFacts
 from clustercheck.stages.device.gather import gather_devices
 from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.stages.device.rules import judge_devices
 from clustercheck.stages.device.samples import device_samples
 
+# the checks that hold measured figures: what --size asks for
+FIGURES = tuple(sorted({f"device.{metric.split('.')[0]}" for metric, *_ in METRICS})) + ("device.measured",)
+
 
 class DeviceStage(RenderedStage):
     options: DeviceOptions
     name = "device"
+    answers = {"size": FIGURES}     # --seconds is how long, not a figure asked for
     render = render
 
     def gather(self, layer: NodeLayer) -> DeviceFacts:

@@ -83,7 +83,7 @@ def _mismatch(ctx: EnvContext, fact: str, status: Status, remedy: str) -> List[F
         summary = f"{fact} differs: {odd} (the others: {grouping.baseline})"
     else:
         summary = f"{fact} differs across nodes, no majority"
-    return [Finding(check, status, summary, grouping.evidence(), remedy,
+    return [Finding(check, status, summary, grouping.odd_first(), remedy,
                     grouping.odd_nodes if grouping.clear_majority else list(values))]
 
 
@@ -232,9 +232,8 @@ def env_vars(ctx: EnvContext) -> List[Finding]:
         values = {n: v.get(key, "(unset)") for n, v in ctx.values.items()}
         grouping = group_by_value(values, ctx.order)
         if not grouping.uniform:
-            findings.append(Finding(f"same.{key}", Status.WARN, f"{key[1:]} differs between nodes",
-                                    grouping.evidence(), "set it identically on every node (or in the launcher)",
-                                    grouping.odd_nodes))
+            findings.append(Finding(f"same.{key}", Status.WARN, grouping.differs(key[1:]), grouping.odd_first(),
+                                    "set it identically on every node (or in the launcher)", grouping.at_fault))
     return findings
 
 

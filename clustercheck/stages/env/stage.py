@@ -24,6 +24,7 @@ from clustercheck.stages.env.storage import judge_shared, probe_shared
 
 class EnvStage(Stage):
     name = "env"
+    answers = {"required": ("required",), "baseline": ("baseline",), "shared_dir": ("storage",)}
 
     def __init__(self, options: EnvOptions):
         super().__init__(options)

@@ -63,7 +63,7 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
         return NodeResult(node.name, Outcome.OK)
 
     try:
-        for result in cluster.each(start_listener, nodes):
+        for result in cluster.each(start_listener, nodes, what="starting a listener on every node"):
             if not result.ok:
                 facts.outcomes[result.node] = result
                 facts.problems[result.node] = result.detail or result.outcome.value
@@ -71,12 +71,12 @@ def gather_net(cluster: Cluster, nodes: Sequence[Node], options: NetOptions) -> 
         # whole start_timeout_s from here, not what the others left of it.
         deadline = time.monotonic() + options.start_timeout_s
         for result in cluster.each(lambda t, node: _ready(facts, node, running, deadline),
-                                   [by_name[n] for n in names if n in running]):
+                                   [by_name[n] for n in names if n in running], what="waiting for the listeners"):
             facts.outcomes[result.node] = result
         listening = [n for n in names if n in facts.listeners]
         facts.plan = plan_mesh(listening, options.mesh, options.mesh_peers, seed=random.randrange(1 << 30))
         cluster.each(lambda t, node: _connect(t, node, facts, facts.plan.targets[node.name], options),
-                     [by_name[n] for n in listening])
+                     [by_name[n] for n in listening], what="connecting every node to its peers")
         _retry(cluster, facts, by_name, options)
         if options.links:
             _links(cluster, facts, by_name, listening, options)

@@ -18,6 +18,7 @@ from clustercheck.stages.net.rules import judge_net
 class NetStage(RenderedStage):
     options: NetOptions
     name = "net"
+    answers = {"links": ("net.link",), "stream_s": ("net.link",), "node_ssh": ("net.ssh",)}
     render = render
 
     def gather(self, layer: NodeLayer) -> NetFacts:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
+from clustercheck.display.progress import current as heartbeat
 from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
 from clustercheck.ranks.runs import launched_by, stalled_text
 from clustercheck.stages.smoke.facts import SmokeFacts
 
 
-def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
+def progress_printer() -> Callable[[str, Dict], None]:
     """Rank 0's progress as it comes, and DeepSpeed's first-use compile, so a long wait is not a silent hang."""
     def show(node: str, event: Dict) -> None:
         kind = event.get("event")
@@ -43,8 +43,7 @@ def progress_printer(stream=sys.stderr) -> Callable[[str, Dict], None]:
             text = stalled_text(event)
         else:
             return
-        stream.write(f"[smoke] {text}\n")
-        stream.flush()
+        heartbeat().say(f"[smoke] {text}")
     return show
 
 

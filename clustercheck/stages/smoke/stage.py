@@ -22,6 +22,9 @@ from clustercheck.stages.smoke.rules import LORA_MIN_LOSS_DROP, MIN_LOSS_DROP, j
 class SmokeStage(Stage):
     options: SmokeOptions
     name = "smoke"
+    answers = {"checkpoint_dir": ("smoke.checkpoint", "smoke.storage"), "steps": ("smoke.loss",),
+               **{shape: ("smoke.throughput", "smoke.job") for shape in
+                  ("model", "mode", "preset", "micro_batch", "seq_len", "deepspeed", "lora", "lora_rank", "precision")}}
     launches_ranks = True
 
     def __init__(self, options: SmokeOptions):

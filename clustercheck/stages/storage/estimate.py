@@ -5,7 +5,7 @@ barrier). Pure: no I/O."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from clustercheck.planner.checkpoint import CheckpointWrites, checkpoint_writes
 from clustercheck.stages.storage.coherence import shared
@@ -51,21 +51,38 @@ def rates(facts: StorageFacts, phase: str) -> Dict[str, Throughput]:
     return {n: t for n, t in measured(facts, phase).items() if n not in small}
 
 
-def slowest(facts: StorageFacts, phase: str, per_node: Dict[str, int]) -> Optional[float]:
-    """Seconds for every node to move its bytes at its measured rate: the slowest node's (None: not measured)."""
+def slowest(facts: StorageFacts, phase: str, per_node: Dict[str, int]) -> Optional[Tuple[float, str]]:
+    """(seconds, node) for every node to move its bytes at its measured rate: the slowest node's, which sets
+    the time (None: not measured)."""
     measured = rates(facts, phase)
     if not measured or any(n not in measured for n in per_node if per_node[n]):
         return None
-    return max((per_node[n] / measured[n].rate for n in per_node if per_node[n]), default=0.0)
+    times = [(per_node[n] / measured[n].rate, n) for n in per_node if per_node[n]]
+    return max(times, key=lambda t: t[0], default=(0.0, ""))
 
 
 def checkpoint_estimate(facts: StorageFacts) -> Optional[Dict]:
-    """{"bytes", "save_s", "load_s", "per_node"}, or None where a node measured nothing."""
+    """{"bytes", "save_s", "save_node", "load_s", "load_node", "per_node", ...}, or None where a node measured
+    nothing. save_node and load_node: the slowest node, whose time the run waits for."""
     if not facts.views() or facts.problems:
         return None
     plan = writes(facts)
     save, load = slowest(facts, "write", plan.per_node), slowest(facts, "read", plan.reads)
     if save is None or load is None:
         return None
-    return {"bytes": plan.total, "save_s": round(save, 3), "load_s": round(load, 3), "per_node": plan.per_node,
-            "reads": plan.reads, "shared": plan.shared}
+    return {"bytes": plan.total, "save_s": round(save[0], 3), "save_node": save[1], "load_s": round(load[0], 3),
+            "load_node": load[1], "per_node": plan.per_node, "reads": plan.reads, "shared": plan.shared}
+
+
+def what_it_means(facts: StorageFacts, save_s: float) -> str:
+    """The save time in the run's terms: its share of the time between two saves (--save-every steps of
+    --step-seconds), or without a step time what every --save-every steps cost."""
+    if not facts.save_every:
+        return "give --save-every and --step-seconds for what it costs the run"
+    said = f"{save_s:,.1f} s" if save_s >= 1 else f"{save_s:.2f} s"
+    if facts.step_seconds:
+        between = facts.save_every * facts.step_seconds
+        return (f"{save_s / between:.1%} of the run's time: {said} of every {between:,.0f} s between saves "
+                f"(--save-every {facts.save_every} steps of --step-seconds {facts.step_seconds:g})")
+    return (f"the run pauses about {said} every {facts.save_every} steps (--save-every); give "
+            f"--step-seconds for its share of the run's time")

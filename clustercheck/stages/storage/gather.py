@@ -26,8 +26,10 @@ def node_directory(transport: Transport, options: StorageOptions) -> str:
     return options.checkpoint_dir or os.path.dirname(transport.put(b"", ".storage"))
 
 
-def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float):
-    """node -> document, node -> why none, for one probe round with per-node arguments."""
+def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, argv_of, deadline: float,
+              what: str):
+    """node -> document, node -> why none, for one probe round with per-node arguments (`what`: its name in the
+    progress)."""
     by_name = {node.name: node for node in nodes}
     docs: Dict[str, Dict] = {}
     problems: Dict[str, str] = {}
@@ -36,7 +38,7 @@ def documents(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, 
         argv = argv_of(node, node_directory(transport, options))
         return transport.run(inline_command(interpreter(node), "storage_probe", argv), deadline)
 
-    for result in cluster.each(run, nodes):
+    for result in cluster.each(run, nodes, what=what):
         doc, problem = read_document(by_name[result.node], result)
         if doc is not None:
             docs[result.node] = doc
@@ -56,7 +58,9 @@ def check_coherence(cluster: Cluster, nodes: Sequence[Node], options: StorageOpt
                 "--window", f"{options.window:g}"]
 
     deadline = options.start_margin_s + options.window + IMPORT_S + 10
-    facts.coherence, facts.coherence_problems = documents(cluster, nodes, options, argv, deadline)
+    facts.coherence, facts.coherence_problems = documents(
+        cluster, nodes, options, argv, deadline, f"one node writes, the others look for its file ({options.window:g} s "
+                                                 f"window)")
     written_in = (facts.coherence.get(facts.writer) or {}).get("dir")
     if written_in:     # everyone has looked (or given up): the writer's files go
         remove = ["--dir", written_in, "--coherence", "remove", "--token", token]
@@ -79,7 +83,8 @@ def measure(cluster: Cluster, nodes: Sequence[Node], options: StorageOptions, fa
 
     phases = 3 + (1 if options.data_dir else 0)
     deadline = options.start_margin_s + IMPORT_S + (phases + 2) * (options.seconds + 1) + 10
-    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline)
+    what = f"every slot writes, reads back{', reads the data' * bool(options.data_dir)} ({options.seconds:g} s a phase)"
+    facts.measured, facts.problems = documents(cluster, nodes, options, argv, deadline, what)
 
 
 def gather_storage(cluster: Cluster, nodes: Sequence[Node], ranks: Dict[str, int],

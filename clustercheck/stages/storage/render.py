@@ -6,7 +6,7 @@ from typing import Dict, List, Sequence
 
 from tabulate import tabulate
 
-from clustercheck.core.result import Finding
+from clustercheck.core.result import Finding, Status
 from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
 from clustercheck.stages.storage.estimate import checkpoint_estimate
 from clustercheck.stages.storage.facts import StorageFacts, Throughput
@@ -45,9 +45,18 @@ def headline(facts: StorageFacts) -> str:
             f"{sum(facts.ranks.get(n, 1) for n in names)} rank slots at once ({total / 1e9:,.2f} GB written)")
 
 
+def the_save(findings: Sequence[Finding]) -> List[str]:
+    """The answer to --params, first and every time it was measured: the time per save, on which node, and
+    what it means for the run (the estimate's first evidence)."""
+    found = next((f for f in findings if f.check == "storage.estimate" and f.status is not Status.UNKNOWN), None)
+    if found is None:
+        return []
+    return [found.summary[0].upper() + found.summary[1:], *(f"  {line}" for line in found.evidence[:1])]
+
+
 def render_terminal(facts: StorageFacts, findings: Sequence[Finding], verbose: bool = False) -> str:
-    lines = [headline(facts), ""] + table(facts, "plain") + [""] + findings_lines(findings, verbose)
-    return "\n".join(lines)
+    lines = [headline(facts), *the_save(findings), ""] + table(facts, "plain") + [""]
+    return "\n".join(lines + findings_lines(findings, verbose, headlined=["storage.estimate"]))
 
 
 def to_json(facts: StorageFacts, findings: Sequence[Finding]) -> Dict:
@@ -60,7 +69,8 @@ def to_json(facts: StorageFacts, findings: Sequence[Finding]) -> Dict:
 
 
 def render_markdown(facts: StorageFacts, findings: Sequence[Finding], command: str) -> str:
-    out = report_header("storage", findings, command, [f"- {headline(facts)}"])
+    out = report_header("storage", findings, command, [f"- {headline(facts)}", *(f"- {line.strip()}"
+                                                                                  for line in the_save(findings))])
     out += findings_markdown(findings)
     rows = table(facts, "github")
     if rows:

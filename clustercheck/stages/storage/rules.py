@@ -16,13 +16,13 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.stages.storage.coherence import coherence
-from clustercheck.stages.storage.estimate import checkpoint_estimate, rates, too_little, writes
+from clustercheck.stages.storage.estimate import checkpoint_estimate, rates, too_little, what_it_means, writes
 from clustercheck.stages.storage.facts import NodeStorage, StorageFacts
 
 SLOW = 0.5           # a node's write, read or data rate below this share of the other nodes' median is named
@@ -197,21 +197,23 @@ def estimate(facts: StorageFacts) -> List[Finding]:
         return [Finding("storage.estimate", Status.UNKNOWN, "could not estimate the checkpoint's save time: a node "
                                                             "measured nothing, or too little to judge", [],
                         "see the findings above")]
-    save, load, per_node = found["save_s"], found["load_s"], found["per_node"]
-    nodes = len(per_node)
-    said = (f"saving a checkpoint of {facts.model} under {facts.mode} ({gb(found['bytes'])}) takes about "
-            f"{secs(save)} on this filesystem from all {nodes} node{'s' if nodes != 1 else ''}; "
-            f"loading it about {secs(load)}")
-    evidence = [f"{n}: writes {gb(b)}" for n, b in list(per_node.items())[:6]]
-    if facts.step_seconds:
-        between = facts.save_every * facts.step_seconds
-        if save > SAVE_SHARE * between:
-            return [Finding("storage.estimate", Status.WARN, said, evidence + [
-                f"{save:,.1f} s of every {between:,.0f} s between saves ({save / between:.0%}; "
-                f"{facts.save_every} steps of {facts.step_seconds:g} s)"],
-                "save less often, keep fewer ranks writing whole copies (a sharded mode), save asynchronously, "
-                "or use a faster filesystem for checkpoints", [])]
+    said = save_line(facts, found)
+    evidence = [what_it_means(facts, found["save_s"])] + [f"{n}: writes {gb(b)}"
+                                                          for n, b in list(found["per_node"].items())[:6]]
+    if facts.step_seconds and found["save_s"] > SAVE_SHARE * facts.save_every * facts.step_seconds:
+        return [Finding("storage.estimate", Status.WARN, said, evidence,
+                        "save less often, keep fewer ranks writing whole copies (a sharded mode), save asynchronously, "
+                        "or use a faster filesystem for checkpoints", [found["save_node"]])]
     return [Finding("storage.estimate", Status.OK, said, evidence)]
+
+
+def save_line(facts: StorageFacts, found: Dict) -> str:
+    """The answer to --params in one line: the time per save, the node that sets it, the load."""
+    nodes = len(found["per_node"])
+    where = f", set by {found['save_node']}, the slowest of {nodes} nodes" if nodes > 1 else f" on {found['save_node']}"
+    return (f"a checkpoint save of {facts.model} under {facts.mode} ({gb(found['bytes'])}) takes about "
+            f"{secs(found['save_s'])}{where}; a load about {secs(found['load_s'])}"
+            + (f" ({found['load_node']})" if nodes > 1 else ""))
 
 
 JUDGES = (unmeasured, cannot_write, fits, coherence, slow_writes, slow_reads, slow_data, d_state, estimate)

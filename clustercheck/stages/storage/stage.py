@@ -21,6 +21,11 @@ from clustercheck.stages.storage.estimate import rates
 class StorageStage(RenderedStage):
     options: StorageOptions
     name = "storage"
+    answers = {"params": ("storage.estimate",), "model": ("storage.estimate",), "preset": ("storage.estimate",),
+               "mode": ("storage.estimate",), "precision": ("storage.estimate",),
+               "step_seconds": ("storage.estimate",), "save_every": ("storage.estimate",),
+               "checkpoint_dir": ("storage.estimate", "storage.space"), "keep": ("storage.space",),
+               "data_dir": ("storage.data",)}
     render = render
 
     def gather(self, layer: NodeLayer) -> StorageFacts:
