@@ -10,13 +10,17 @@ the lock; a chain of such runs ends with a load that must succeed, bounded by a 
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from clustercheck.core.inventory import Node
 from clustercheck.onnode import source
+from clustercheck.ranks.runs import Launch
+from clustercheck.ranks.torchrun import env_file, launch_env, run_tag, torchrun_command
 
 pytest.importorskip("torch.utils.cpp_extension")
 
@@ -44,7 +48,7 @@ print(ctypes.CDLL(path).clustercheck_words(b"a1 b2 a1 c"))
 # Where a build is stopped: (what is seen, how it is stopped); each point is reached only if the earlier
 # stopped runs left nothing to wait on.
 BUILD_POINTS = (("lock", signal.SIGSTOP), ("ninja", signal.SIGKILL), ("cc1plus", signal.SIGSTOP),
-                ("cc1plus", signal.SIGKILL), ("ld", signal.SIGSTOP), ("lock", signal.SIGKILL))
+                ("cc1plus", signal.SIGKILL), ("ld", signal.SIGSTOP))
 LOAD_POINTS = (("lock", signal.SIGSTOP), ("ninja", signal.SIGKILL), ("lock", signal.SIGKILL),
                ("ninja", signal.SIGSTOP))
 
@@ -72,14 +76,17 @@ class Op:
                               capture_output=True, text=True, timeout=60)
 
 
-def processes(marker):
+def processes(marker, names=None):
     """{pid: program} of the processes whose environment holds `marker` (ninja starts each compiler in a
-    process group of its own: the environment, inherited, is what they share with the run)."""
+    process group of its own: the environment, inherited, is what they share with the run), of `names` only
+    if given."""
     found = {}
     for pid in os.listdir("/proc"):
         try:
-            if pid.isdigit() and marker.encode() in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
-                found[int(pid)] = open(f"/proc/{pid}/comm").read().strip()
+            name = open(f"/proc/{pid}/comm").read().strip() if pid.isdigit() else None
+            if name and (names is None or name in names) and \
+                    marker.encode() in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
+                found[int(pid)] = name
         except OSError:
             pass
     return found
@@ -90,14 +97,21 @@ def stop_at(run, op, seen, how, marker=None):
     (the sweep kills them); SIGKILL kills its process group (Python and ninja, as torchrun kills its ranks),
     and the compiler, in a group of its own, runs on."""
     marker = marker or op.tag
-    while run.poll() is None:
-        if (seen == "lock" and op.lock.exists()) or (seen != "lock" and seen in processes(marker).values()):
+    while run.poll() is None:   # a short sleep each time: the scheduler wakes a sleeper first on a busy host
+        if (seen == "lock" and op.lock.exists()) or (seen != "lock" and processes(marker, (seen,))):
             if how == signal.SIGKILL:
                 os.killpg(run.pid, how)
             for pid in processes(marker) if how == signal.SIGSTOP else ():
                 os.kill(pid, how)
             return True
+        time.sleep(0.001)
     return False
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def loads(op, env=None):
@@ -160,3 +174,42 @@ def test_a_build_of_another_job_keeps_its_lock_and_finishes(tmp_path):
         if other.poll() is None:
             other.kill()
         other.wait()
+
+
+def test_a_launch_stopped_as_the_tool_stops_it_while_its_rank_compiles_leaves_no_lock(tmp_path):
+    """The launch's own shell (ranks/torchrun.py) with a one-node torchrun whose rank builds the op: TERM
+    to its process group once the compiler runs and KILL a second later, as the transport stops a job."""
+    op = Op(tmp_path, "CLUSTERCHECK_RUN=unused")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    script = run_dir / "rank.py"
+    script.write_text(LOAD)
+    node = Node(name="n1", python=sys.executable)
+    launch = Launch(name="smoke", script_paths={"n1": str(script)}, args=[str(op.source), str(op.build)],
+                    nproc={"n1": 1}, rdzv_port=free_port(), timeout_s=60,
+                    env={"TORCH_EXTENSIONS_DIR": op.env["TORCH_EXTENSIONS_DIR"], "MAX_JOBS": "1"})
+    run_id = "test-launch-%d" % os.getpid()
+    (run_dir / "env").write_bytes(env_file(launch_env(node, launch, None, run_id)))
+    command = torchrun_command(node, launch, 1, "127.0.0.1", run_id, str(run_dir / "env"))
+    marker = "CLUSTERCHECK_RUN=" + run_tag(run_id, node)
+    shell = subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        while shell.poll() is None and not processes(marker, ("cc1plus",)):
+            time.sleep(0.01)
+        assert shell.poll() is None and op.lock.exists(), "the rank's build ended before the compiler was seen"
+        os.killpg(shell.pid, signal.SIGTERM)
+        time.sleep(1)
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+        deadline = time.monotonic() + 60
+        while processes(marker) and time.monotonic() < deadline:   # the sweep carries the run's tag too
+            time.sleep(0.05)
+        assert not processes(marker) and not op.lock.exists()
+    finally:
+        for pid in processes(marker):
+            os.kill(pid, signal.SIGKILL)
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    loads(op)

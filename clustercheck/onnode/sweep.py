@@ -4,7 +4,8 @@ Run by the launch's own shell when torchrun ends, fails or is stopped: `python -
 1. Every process whose environment holds TAG (CLUSTERCHECK_RUN=...) is killed, children started meanwhile
    included, and the sweep waits until they are gone: torchrun's workers run in sessions of their own, out
    of reach of the guard's group kill, and a killed process keeps its files open until it has exited. The
-   sweep itself and the shell that runs it carry TAG too: they are spared.
+   sweep itself and the shell that runs it carry TAG too: they are spared, and the sweep leaves the launch's
+   process group, which is killed a second after it is stopped.
 2. A DeepSpeed / torch C++ extension build (or the up-to-date check of a load) killed half way leaves its
    lock (`lock` in the op's directory under the torch extensions root, often a shared home): torch's
    FileBaton creates it with O_EXCL, keeps it open until the build ends, then deletes it; every later start
@@ -181,6 +182,9 @@ def unlock(stamp, gone=True):
 
 
 if __name__ == "__main__":
+    # A session of its own: the tool stops a launch by TERM to its group and KILL a second later
+    # (transport/agent_sh.py), which must not cut the sweep short; the shell still waits for it.
+    os.setsid()
     all_gone = kill_tagged(sys.argv[1].encode())
     if len(sys.argv) > 2:
         unlock(sys.argv[2], all_gone)
