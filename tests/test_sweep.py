@@ -30,8 +30,8 @@ def layout(tmp_path):
     return root, stamp, old / "lock", new / "lock"
 
 
-def sweep(root, stamp, tag="CLUSTERCHECK_RUN=none"):
-    return subprocess.run([sys.executable, "-c", SWEEP, tag, str(stamp)], capture_output=True, text=True,
+def sweep(root, stamp, tag="CLUSTERCHECK_RUN=none", *rc):
+    return subprocess.run([sys.executable, "-c", SWEEP, tag, str(stamp), *rc], capture_output=True, text=True,
                           env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(root)), timeout=60)
 
 
@@ -40,6 +40,15 @@ def test_the_lock_of_a_build_the_launch_killed_is_removed_and_an_older_one_kept(
     proc = sweep(root, stamp)
     assert not new.exists() and old.exists(), proc.stderr
     assert f"removed the build lock {new}" in proc.stderr
+
+
+def test_after_a_run_that_ended_well_every_lock_stays_and_after_one_that_failed_it_goes(tmp_path):
+    """torchrun's 0: its ranks released their locks; one left is someone else's, maybe on another node."""
+    root, stamp, old, new = layout(tmp_path)
+    sweep(root, stamp, "CLUSTERCHECK_RUN=none", "0")
+    assert new.exists() and old.exists()
+    sweep(root, stamp, "CLUSTERCHECK_RUN=none", "1")
+    assert not new.exists() and old.exists()
 
 
 def fake_compiler(tmp_path, cwd):

@@ -1,6 +1,7 @@
 """What a torchrun launch leaves when it ends or is stopped, undone on the node (standard library only).
 
-Run by the launch's own shell when torchrun ends, fails or is stopped: `python -c <this file> TAG STAMP`.
+Run by the launch's own shell when torchrun ends, fails or is stopped: `python -c <this file> TAG STAMP [RC]`,
+RC torchrun's exit status when it ended by itself (none when the launch was stopped).
 1. Every process whose environment holds TAG (CLUSTERCHECK_RUN=...) is killed, children started meanwhile
    included, and the sweep waits until they are gone: torchrun's workers run in sessions of their own, out
    of reach of the guard's group kill, and a killed process keeps its files open until it has exited. The
@@ -12,7 +13,9 @@ Run by the launch's own shell when torchrun ends, fails or is stopped: `python -
    on every node that shares the directory polls until it disappears, for ever. Once the run's processes
    are gone, a lock made since the launch started (newer than STAMP) by this user is removed unless a live
    process on this node owns it: it holds the lock open (a load or build of another job), or a compiler
-   works in its directory (ninja and the compilers it starts run there). Another user's lock is kept.
+   works in its directory (ninja and the compilers it starts run there). Another user's lock is kept, and so
+   is every lock after a run that ended well (RC 0): its ranks released theirs, and one left belongs to
+   someone else, perhaps on another node that shares the directory, whose processes this node cannot see.
 """
 
 import os
@@ -186,5 +189,5 @@ if __name__ == "__main__":
     # (transport/agent_sh.py), which must not cut the sweep short; the shell still waits for it.
     os.setsid()
     all_gone = kill_tagged(sys.argv[1].encode())
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 2 and sys.argv[3:4] != ["0"]:
         unlock(sys.argv[2], all_gone)

@@ -88,9 +88,9 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_i
     sweep = " ".join(shlex.quote(a) for a in (source("sweep.py").decode(), f"CLUSTERCHECK_RUN={tag}", STARTED))
     return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; . {shlex.quote(env_path)} || exit 1; "
             f": >{STARTED}; "
-            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
+            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} \"$@\" 2>/dev/null; }}; "
             "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
-            + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
+            + " & pid=$!; wait $pid; rc=$?; sweep $rc; exit $rc")
 
 
 def start_window(stall_s: float) -> float:
