@@ -1,21 +1,18 @@
 """What a torchrun launch leaves when it ends or is stopped, undone on the node (standard library only).
 
-Run by the launch's own shell when torchrun ends, fails or is stopped: `python -c <this file> TAG STAMP [RC]`,
-RC torchrun's exit status when it ended by itself (none when the launch was stopped).
+Run by the launch's own shell when torchrun ends, fails or is stopped: `python -c <this file> TAG RECORDS`.
 1. Every process whose environment holds TAG (CLUSTERCHECK_RUN=...) is killed, children started meanwhile
    included, and the sweep waits until they are gone: torchrun's workers run in sessions of their own, out
-   of reach of the guard's group kill, and a killed process keeps its files open until it has exited. The
-   sweep itself and the shell that runs it carry TAG too: they are spared, and the sweep leaves the launch's
-   process group, which is killed a second after it is stopped.
+   of reach of the guard's group kill, ninja starts each compiler in a process group of its own, and a
+   killed process keeps its files open until it has exited. The sweep carries TAG too (its shell exports
+   it): it spares itself and the processes that started it, and leaves the launch's process group, which
+   is killed a second after the launch is stopped.
 2. A DeepSpeed / torch C++ extension build (or the up-to-date check of a load) killed half way leaves its
-   lock (`lock` in the op's directory under the torch extensions root, often a shared home): torch's
-   FileBaton creates it with O_EXCL, keeps it open until the build ends, then deletes it; every later start
-   on every node that shares the directory polls until it disappears, for ever. Once the run's processes
-   are gone, a lock made since the launch started (newer than STAMP) by this user is removed unless a live
-   process on this node owns it: it holds the lock open (a load or build of another job), or a compiler
-   works in its directory (ninja and the compilers it starts run there). Another user's lock is kept, and so
-   is every lock after a run that ended well (RC 0): its ranks released theirs, and one left belongs to
-   someone else, perhaps on another node that shares the directory, whose processes this node cannot see.
+   lock (`lock` in the op's directory under the torch extensions root, often a shared home), and every
+   later start on every node that shares the directory waits on it for ever. The ranks wrote down the
+   locks they held (buildlocks.py, under RECORDS); once the run's processes are gone, each recorded lock
+   that still is the one recorded (same inode and creation time) is removed. Nothing else is: a build of
+   another job, or one on another node that shares the directory and still runs, keeps its lock.
 """
 
 import os
@@ -24,7 +21,6 @@ import time
 
 COMPILERS = (b"ninja", b"cc1plus", b"nvcc", b"cicc", b"ptxas", b"c++", b"g++", b"gcc", b"cc", b"clang++", b"ld")
 GONE_WAIT_S = 10.0      # how long the killed processes may take to exit (one in a slow NFS write takes a while)
-SETTLE_S = 0.2          # a second look at an unowned lock: its owner may be between close() and remove()
 
 
 def _stat(pid):
@@ -118,68 +114,39 @@ def build_locks(root):
     return found
 
 
-def owners(paths):
-    """{lock path: pid} for the locks a live process on this node owns: it holds the lock open, or it is a
-    compiler whose working directory is the lock's. Processes this user may not look into are skipped:
-    their locks are another user's, kept anyway."""
-    real = {os.path.realpath(path): path for path in paths}
-    folders = {os.path.dirname(path): original for path, original in real.items()}
-    owned = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or not running(pid):
-            continue
+def recorded_locks(folder):
+    """{record file: (lock path, (inode, mtime_ns))} the run's ranks wrote and have not taken back."""
+    found = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return found
+    for name in names:
         try:
-            if open("/proc/%s/comm" % pid, "rb").read().strip() in COMPILERS:
-                cwd = os.readlink("/proc/%s/cwd" % pid)
-                if cwd in folders:
-                    owned.setdefault(folders[cwd], int(pid))
-            for fd in os.listdir("/proc/%s/fd" % pid):
-                target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
-                if target in real:
-                    owned.setdefault(real[target], int(pid))
+            inode, mtime_ns, path = open(os.path.join(folder, name)).read().rstrip("\n").split(" ", 2)
+            found[os.path.join(folder, name)] = (path, (int(inode), int(mtime_ns)))
+        except (OSError, ValueError):
+            pass   # half written when its rank was killed: that rank held no lock long enough to matter
+    return found
+
+
+def unlock(records, gone=True):
+    """Remove the recorded locks that are still the ones recorded (a lock released and made again by
+    another build has another inode or creation time), and their records."""
+    if records and not gone:
+        sys.stderr.write("clustercheck: the run's processes still ran %g s after they were killed: its build "
+                         "locks are left as they are\n" % GONE_WAIT_S)
+        return
+    for record, (path, identity) in sorted(records.items()):
+        try:
+            found = os.stat(path)
+            if (found.st_ino, found.st_mtime_ns) == identity:
+                os.remove(path)
+                sys.stderr.write("clustercheck: removed the build lock %s left by the stopped run\n" % path)
         except OSError:
             pass
-    return owned
-
-
-def _identity(path):
-    try:
-        found = os.stat(path)
-    except OSError:
-        return None
-    return found.st_ino, found.st_mtime, found.st_uid
-
-
-def stale_locks(root, since):
-    """The locks this user made since `since` that no live process on this node owns, seen so twice."""
-    candidates = {path: _identity(path) for path, mtime in build_locks(root) if mtime >= since}
-    candidates = {path: seen for path, seen in candidates.items() if seen and seen[2] == os.geteuid()}
-    for path, pid in owners(candidates).items():
-        sys.stderr.write("clustercheck: kept the build lock %s: process %d owns it\n" % (path, pid))
-        del candidates[path]
-    if candidates:
-        time.sleep(SETTLE_S)
-        owned = owners(candidates)
-        candidates = {p: seen for p, seen in candidates.items() if p not in owned and _identity(p) == seen}
-    return sorted(candidates)
-
-
-def unlock(stamp, gone=True):
-    try:
-        since = os.stat(stamp).st_mtime
-    except OSError:
-        return
-    root = extensions_root()
-    if not os.path.isdir(root):
-        return
-    if not gone:
-        sys.stderr.write("clustercheck: the run's processes still ran %g s after they were killed: its build "
-                         "locks under %s are left as they are\n" % (GONE_WAIT_S, root))
-        return
-    for path in stale_locks(root, since):
         try:
-            os.remove(path)
-            sys.stderr.write("clustercheck: removed the build lock %s left by the stopped run\n" % path)
+            os.remove(record)
         except OSError:
             pass
 
@@ -188,6 +155,9 @@ if __name__ == "__main__":
     # A session of its own: the tool stops a launch by TERM to its group and KILL a second later
     # (transport/agent_sh.py), which must not cut the sweep short; the shell still waits for it.
     os.setsid()
+    # read before the kill too: the transport may remove the run directory once the launch is stopped
+    held = recorded_locks(sys.argv[2]) if len(sys.argv) > 2 else {}
     all_gone = kill_tagged(sys.argv[1].encode())
-    if len(sys.argv) > 2 and sys.argv[3:4] != ["0"]:
-        unlock(sys.argv[2], all_gone)
+    if len(sys.argv) > 2:
+        held.update(recorded_locks(sys.argv[2]))
+        unlock(held, all_gone)
