@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from clustercheck.onnode import buildlocks, source
 
 SWEEP = source("sweep.py").decode()

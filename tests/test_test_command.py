@@ -36,7 +36,8 @@ def test_an_interpreter_under_tmp_is_said_once_and_the_sandbox_tests_skip_with_t
                               timeout=300)
     finally:
         shutil.rmtree(venv, ignore_errors=True)
-    said = [line for line in proc.stdout.splitlines() if line.startswith("2 sandbox tests will be skipped; they need: ")]
+    said = [line for line in proc.stdout.splitlines()
+            if line.startswith("2 sandbox tests will be skipped; they need: ")]
     assert proc.returncode == 0 and "2 skipped" in proc.stdout, proc.stdout + proc.stderr
     assert len(said) == 1 and f"{venv}/bin/python lies under /tmp" in said[0]
     assert "make the virtual environment outside /tmp" in said[0]

@@ -49,7 +49,7 @@ def install(folder=None):
         return False
     try:
         from torch.utils.file_baton import FileBaton
-    except Exception:   # noqa: BLE001 - a broken torch fails the trainer's import, with its own message
+    except Exception:   # a broken torch fails the trainer's own import, with its own message
         return False
     acquire, release = FileBaton.try_acquire, FileBaton.release
 
