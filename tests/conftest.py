@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import List
 
 import pytest
 
@@ -18,14 +19,30 @@ _sandbox_counts = {"passed": 0, "failed": 0, "skipped": 0}
 _skip_reason = []
 
 
+def interpreter_hidden_from_nodes() -> List[str]:
+    """The nodes run the interpreter under test (--python sys.executable): one under /tmp they cannot see,
+    for each node has a /tmp of its own, as on a real cluster (scripts/test.sh's PYTHON= a venv there)."""
+    paths = {os.path.abspath(sys.executable), os.path.realpath(sys.executable), sys.prefix, sys.base_prefix}
+    hidden = sorted(p for p in paths if any(f"{seen}/".startswith("/tmp/") for seen in (p, os.path.realpath(p))))
+    if not hidden:
+        return []
+    return [f"an interpreter the sandbox's nodes can see: {sys.executable} lies under /tmp ({', '.join(hidden)}), "
+            "and each node has a /tmp of its own; make the virtual environment outside /tmp "
+            "(PYTHON=~/venvs/cc/bin/python scripts/test.sh)"]
+
+
 def pytest_collection_modifyitems(config, items):
-    problems = missing_requirements()
-    if problems:
+    sandboxed = [item for item in items if "sandbox" in item.keywords]
+    problems = missing_requirements() + interpreter_hidden_from_nodes()
+    if problems and sandboxed:
         _skip_reason.append("; ".join(problems))
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:   # said once, before any test runs, not once per skipped test
+            reporter.write_line(f"{len(sandboxed)} sandbox tests will be skipped; they need: "
+                                + "; ".join(problems))
         marker = pytest.mark.skip(reason="sandbox tests need: " + "; ".join(problems))
-        for item in items:
-            if "sandbox" in item.keywords:
-                item.add_marker(marker)
+        for item in sandboxed:
+            item.add_marker(marker)
 
 
 def pytest_runtest_logreport(report):

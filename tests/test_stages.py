@@ -5,6 +5,7 @@ skip rule, reproduce-with commands derived from the options given, and the layou
 import ast
 import os
 import shlex
+import sys
 
 import click
 import pytest
@@ -187,7 +188,7 @@ def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
     from clustercheck.transport.base import NodeResult, Outcome
     from clustercheck.transport.fanout import Cluster
 
-    nodes = [Node("localhost")]
+    nodes = [Node("localhost", python=sys.executable)]   # the interpreter under test (scripts/test.sh's PYTHON=)
     listener = {"schema": 1, "host": {"hostname": "localhost", "resolves": {}}, "net": {"interfaces": {}}, "env": {}}
     with Cluster(nodes) as cluster:
         layer = NodeLayer(cluster, nodes)

@@ -1,57 +1,80 @@
-"""What a stopped launch leaves on a node is undone: its processes, and the build lock of a DeepSpeed op
-build it killed half way (every later DeepSpeed start would wait on it for ever), unless a build still runs."""
+"""What a stopped launch leaves on a node is undone: its processes, and the build locks its ranks held when
+they were killed (every later DeepSpeed start would wait on them for ever); no other lock is touched."""
 
 import os
-import shutil
 import subprocess
 import sys
-import time
 
-from clustercheck.onnode import source
+from clustercheck.onnode import buildlocks, source
 
 SWEEP = source("sweep.py").decode()
+BUILDLOCKS = os.path.dirname(buildlocks.__file__)
+HOLD = """
+import os, sys
+sys.path.insert(0, sys.argv[3])
+import buildlocks
+from torch.utils.file_baton import FileBaton
+buildlocks.install(sys.argv[2])
+assert FileBaton(sys.argv[1]).try_acquire()
+os.kill(os.getpid(), 9)   # killed holding it, as a rank the tool stops in the middle of a build
+"""
 
 
-def layout(tmp_path):
-    root = tmp_path / "torch_extensions"
-    old = root / "py311_cpu" / "cpu_adam"
-    new = root / "py311_cpu" / "fused_adam"
-    old.mkdir(parents=True)
-    new.mkdir(parents=True)
-    (old / "lock").write_text("")
-    past = time.time() - 3600
-    os.utime(old / "lock", (past, past))   # another run's, before this launch started
-    stamp = tmp_path / ".started"
-    stamp.write_text("")
-    os.utime(stamp, (past + 60, past + 60))
-    (new / "lock").write_text("")          # this launch's build, killed half way
-    return root, stamp, old / "lock", new / "lock"
+def killed_holding(lock, records):
+    """A real FileBaton acquired by a process that records its locks, killed before it released it."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-c", HOLD, str(lock), str(records), BUILDLOCKS], timeout=120)
+    assert proc.returncode == -9 and lock.exists()
 
 
-def sweep(root, stamp, tag="CLUSTERCHECK_RUN=none"):
-    return subprocess.run([sys.executable, "-c", SWEEP, tag, str(stamp)], capture_output=True, text=True,
-                          env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(root)), timeout=60)
+def sweep(records, tag="CLUSTERCHECK_RUN=none"):
+    return subprocess.run([sys.executable, "-c", SWEEP, tag, str(records)], capture_output=True, text=True,
+                          timeout=60)
 
 
-def test_the_lock_of_a_build_the_launch_killed_is_removed_and_an_older_one_kept(tmp_path):
-    root, stamp, old, new = layout(tmp_path)
-    proc = sweep(root, stamp)
-    assert not new.exists() and old.exists(), proc.stderr
-    assert f"removed the build lock {new}" in proc.stderr
+def test_the_locks_the_runs_ranks_held_are_removed_and_no_other(tmp_path):
+    records = tmp_path / "run" / "build-locks"
+    ours = tmp_path / "torch_extensions" / "py311_cpu" / "fused_adam" / "lock"
+    killed_holding(ours, records)
+    theirs = tmp_path / "torch_extensions" / "py311_cpu" / "cpu_adam" / "lock"   # a build on another node
+    killed_holding(theirs, tmp_path / "other-run" / "build-locks")
+    proc = sweep(records)
+    assert not ours.exists() and theirs.exists(), proc.stderr
+    assert f"removed the build lock {ours} left by the stopped run" in proc.stderr
+    assert os.listdir(records) == []
 
 
-def test_a_lock_stays_while_a_build_runs_on_the_node(tmp_path):
-    root, stamp, old, new = layout(tmp_path)
-    ninja = tmp_path / "ninja"
-    shutil.copy("/bin/sleep", ninja)
-    build = subprocess.Popen([str(ninja), "30"])
-    try:
-        time.sleep(0.2)
-        sweep(root, stamp)
-        assert new.exists() and old.exists()
-    finally:
-        build.kill()
-        build.wait()
+def test_a_recorded_lock_released_and_made_again_by_another_build_stays(tmp_path):
+    records = tmp_path / "build-locks"
+    lock = tmp_path / "torch_extensions" / "op" / "lock"
+    killed_holding(lock, records)
+    lock.unlink()                      # released (its rank killed before it took the record back) ...
+    lock.write_text("")                # ... and made again by a build elsewhere that still runs
+    sweep(records)
+    assert lock.exists()
+
+
+def test_a_rank_records_the_locks_it_holds_until_it_releases_them(tmp_path, monkeypatch):
+    from torch.utils.file_baton import FileBaton
+    monkeypatch.setattr(FileBaton, "try_acquire", FileBaton.try_acquire)   # undone after the test
+    monkeypatch.setattr(FileBaton, "release", FileBaton.release)
+    records = tmp_path / "build-locks"
+    assert buildlocks.install(str(records))
+    baton = FileBaton(str(tmp_path / "lock"))
+    assert baton.try_acquire()
+    [record] = os.listdir(records)
+    inode, mtime_ns, path = (records / record).read_text().split(" ", 2)
+    found = os.stat(tmp_path / "lock")
+    assert (int(inode), int(mtime_ns), path.strip()) == (found.st_ino, found.st_mtime_ns, str(tmp_path / "lock"))
+    assert not FileBaton(str(tmp_path / "lock")).try_acquire()   # a waiter records nothing
+    assert os.listdir(records) == [record]
+    baton.release()
+    assert os.listdir(records) == [] and not (tmp_path / "lock").exists()
+
+
+def test_without_a_records_directory_nothing_is_hooked(monkeypatch):
+    monkeypatch.delenv(buildlocks.ENV, raising=False)
+    assert not buildlocks.install()
 
 
 def test_the_processes_of_the_launch_are_killed_and_no_others(tmp_path):
@@ -59,9 +82,24 @@ def test_the_processes_of_the_launch_are_killed_and_no_others(tmp_path):
     ours = subprocess.Popen(["sleep", "60"], env=dict(os.environ, CLUSTERCHECK_RUN=tag.split("=", 1)[1]))
     theirs = subprocess.Popen(["sleep", "60"])
     try:
-        sweep(tmp_path / "none", tmp_path / "no-stamp", tag)
+        sweep(tmp_path / "none", tag)
         assert ours.wait(5) == -9 and theirs.poll() is None
     finally:
         for proc in (ours, theirs):
             proc.kill()
             proc.wait()
+
+
+def test_the_sweep_run_by_the_launchs_shell_spares_itself_and_the_shell(tmp_path):
+    """The launch's shell exports the run's tag, so the sweep carries it too (it used to kill itself)."""
+    records = tmp_path / "build-locks"
+    lock = tmp_path / "torch_extensions" / "op" / "lock"
+    killed_holding(lock, records)
+    tag = "CLUSTERCHECK_RUN=test-shell-%d" % os.getpid()
+    script = '%s -c "$SWEEP" %s %s; echo shell-went-on' % (sys.executable, tag, records)
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, SWEEP=SWEEP, CLUSTERCHECK_RUN=tag.split("=", 1)[1]))
+    assert proc.returncode == 0 and "shell-went-on" in proc.stdout, proc.stderr
+    assert not lock.exists()
+
+

@@ -75,13 +75,14 @@ def trainer_directory() -> str:
 
 
 def trainer_files() -> Dict[str, bytes]:
-    """The reference trainer and the tool's side of it (entry, hang hook, rank faults, DeepSpeed config reader)."""
+    """The reference trainer and the tool's side of it (entry, hang hook, rank faults, DeepSpeed config reader,
+    build lock records)."""
     where = trainer_directory()
     files = {}
     for name in TRAINER_FILES:
         with open(os.path.join(where, name), "rb") as handle:
             files[name] = handle.read()
-    for name in (TRAINER_ENTRY, "hang.py", "rank_faults.py", "dsconfig.py"):
+    for name in (TRAINER_ENTRY, "hang.py", "rank_faults.py", "dsconfig.py", "buildlocks.py"):
         files[name] = source(name)
     return files
 

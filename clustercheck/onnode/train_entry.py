@@ -4,7 +4,8 @@ Shipped into the node's run directory beside the trainer's files, hang.py and ra
 PR_SET_PDEATHSIG makes the kernel kill this rank when its parent (torchrun) dies, so a run the
 tool stops leaves nothing behind even if torchrun is killed before its cleanup. The trainer's
 Callbacks get the hang hook (the phase and step the rank is in, answered when clustercheck asks)
-and the sandbox's rank faults. torchrun's `record` writes the rank's exception to its error file,
+and the sandbox's rank faults; the C++ op build locks the rank holds are written down (buildlocks.py) for
+the node's sweep. torchrun's `record` writes the rank's exception to its error file,
 so the failure summary torchrun prints ("Root Cause") carries the traceback, not only an exit code.
 """
 
@@ -21,9 +22,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.argv[0] = os.path.join(HERE, "train.py")
 
+import buildlocks  # noqa: E402
 import hang  # noqa: E402
 import rank_faults  # noqa: E402
 import train  # noqa: E402
+
+buildlocks.install()   # the op build locks this rank holds, for the sweep if it is killed holding one
 
 hang.install()   # clustercheck asks stuck ranks for their stacks and last collectives
 train.CALLBACKS.phase.append(hang.phase)

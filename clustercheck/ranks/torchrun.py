@@ -38,7 +38,7 @@ PAUSE_EVENTS = ("saving", "compiling")    # long and legitimately silent: no sta
 FORENSICS_TIMEOUT_S = 25.0
 FLIGHT_RECORDER = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
-STARTED = ".started"   # made in the run directory as the launch starts: build locks newer than it are its own
+LOCK_RECORDS = "build-locks"   # in the run directory: the build locks the ranks hold (onnode/buildlocks.py)
 
 
 def forwarded_env() -> Dict[str, str]:
@@ -55,7 +55,9 @@ def launch_env(node: Node, launch: Launch, ifname: Optional[str], run_id: str) -
     """The ranks' environment on this node: the run's tags and hooks, the NCCL_* of the tool's own
     environment, the launch's settings, the training interface."""
     hang_dir = hang_directory(launch, node.name)
+    records = os.path.join(os.path.dirname(launch.script_paths[node.name]), LOCK_RECORDS)
     env = {"CLUSTERCHECK_NODE": node.name, "CLUSTERCHECK_RUN": run_tag(run_id, node), "OMP_NUM_THREADS": "1",
+           "CLUSTERCHECK_LOCK_RECORDS": records,
            **FLIGHT_RECORDER, "CLUSTERCHECK_HANG_DIR": hang_dir,
            "TORCH_FR_DUMP_TEMP_FILE": os.path.join(hang_dir, "flight_recorder_rank_"), **forwarded_env(), **launch.env}
     if ifname:
@@ -87,10 +89,10 @@ def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_i
     # torchrun starts its workers in sessions of their own, out of reach of the guard's group kill.
     # Every process of this run carries CLUSTERCHECK_RUN in its environment: whatever still has it
     # when torchrun ends (or is stopped) is killed, found through /proc by the node's own python.
-    sweep = " ".join(shlex.quote(a) for a in (source("sweep.py").decode(), f"CLUSTERCHECK_RUN={tag}", STARTED))
+    sweep = " ".join(shlex.quote(a) for a in (source("sweep.py").decode(), f"CLUSTERCHECK_RUN={tag}",
+                                              os.path.join(os.path.dirname(script), LOCK_RECORDS)))
     return (f"cd {shlex.quote(os.path.dirname(script))} || exit 1; . {shlex.quote(env_path)} || exit 1; "
-            f": >{STARTED}; "
-            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} 2>/dev/null; }}; "
+            f"sweep() {{ {shlex.quote(interpreter(node))} -c {sweep} >/dev/null 2>&1; }}; "
             "trap 'sweep; exit 143' TERM INT HUP; " + " ".join(shlex.quote(a) for a in argv)
             + " & pid=$!; wait $pid; rc=$?; sweep; exit $rc")
 
