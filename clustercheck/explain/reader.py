@@ -19,12 +19,16 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 try:   # RE2 (google-re2) scans for many words at once in linear time: Python's re would be 10x slower here
     import re2 as fast_re
+    _OPTIONS = fast_re.Options()
+    _OPTIONS.max_mem = 64 << 20     # the table's rows make a large automaton: room for its DFA
 except ImportError:    # pragma: no cover - the package depends on it; a slower scan, the same lines
     fast_re = re
 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
 from clustercheck.onnode import ncclpath
+from clustercheck.stages.smoke.signatures import STRUCTURE
+from clustercheck.vocabulary.table import prefilter_source
 
 CHUNK = 8 * 2 ** 20
 MAX_LINE = 64 * 1024          # a longer line is read cut (said in the result)
@@ -34,15 +38,11 @@ SNIFF = 64 * 1024
 NUL = b"\0"
 RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
 
-# A line worth reading: errors and warnings in their many forms, signals and exits, launchers' and schedulers'
-# summaries. Everything else (progress, NCCL INFO, losses) is skipped in C speed, never decoded.
-CANDIDATE = fast_re.compile(
-    rb"(?m)Error|error|ERROR|WARN|Exception|FAIL|[Ff]ailed|[Ff]ailure|Fatal|fatal|Traceback|[Ss]ignal|SIG[A-Z]|"
-    rb"exitcode|exit code|exit status|return code|Killed|killed|CANCELLED|PREEMPT|Errno|errno|[Tt]imed out|timeout|"
-    rb"refused|[Dd]enied|No space|Too many|No route|unreachable|core dumped|Bus error|Segmentation|Aborted|"
-    rb"Assertion|assert|undefined symbol|No module|not found|oom|OOM|out of memory|Duplicate|NCCL|nccl|CUDA|cuda|"
-    rb"Xid|ssh|resolve|[Uu]nknown host|nan\b|NaN|\binf\b|Inf\b|overflow|loss scale|ninja|nvcc|Root Cause|"
-    rb"Failures:|^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")
+# A line worth reading: one a row of the vocabulary's table names, or one of the shapes the classifier reads
+# (errors in their own words, launchers' summaries), or NCCL's own (the path it took, onnode/ncclpath.py).
+# Everything else (progress, losses) is skipped in C speed, never decoded.
+CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, "NCCL"])).encode(),
+                            **({"options": _OPTIONS} if fast_re is not re else {}))
 _INFO = re.compile(rb"NCCL INFO")             # NCCL's own INFO lines are many, and errors only where they say so
 _INFO_SAYS = re.compile(rb"WARN|returned|failed|rror|retrying|refused|timed out")
 

@@ -12,7 +12,9 @@ import errno
 import os
 import re
 import signal
-from typing import Dict, Optional, Tuple
+from typing import Dict, List
+
+from clustercheck.vocabulary.spaces import Row
 
 # errno name -> kind (kinds.py); the others are known by name and text but lead to no kind of their own.
 ERRNO_KINDS: Dict[str, str] = {
@@ -26,58 +28,30 @@ ERRNO_KINDS: Dict[str, str] = {
 # (SIGABRT neither: C++'s terminate after an exception, NCCL's watchdog's own abort; the rank's lines say why)
 SIGNAL_KINDS: Dict[str, str] = {"SIGKILL": "killed", "SIGSEGV": "crashed", "SIGILL": "crashed", "SIGFPE": "crashed",
                                 "SIGBUS": "crashed"}
-ERRNO_BY_NUMBER = {number: name for number, name in errno.errorcode.items()}
-ERRNO_TEXTS = sorted(((os.strerror(getattr(errno, name)), name) for name in ERRNO_KINDS if hasattr(errno, name)),
-                     key=lambda t: -len(t[0]))
-_TEXT_RE = re.compile("|".join(re.escape(text) for text, _ in ERRNO_TEXTS))
-_BY_TEXT = {text: name for text, name in ERRNO_TEXTS}
-SIGNAL_BY_NUMBER = {int(s): s.name for s in signal.Signals}
-_SIGNAL_TEXTS = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Illegal instruction": "SIGILL",
-                 "Aborted": "SIGABRT", "Floating point exception": "SIGFPE", "Killed": "SIGKILL"}
+_SIGNAL_TEXTS = {"SIGBUS": "Bus error", "SIGSEGV": "Segmentation fault", "SIGILL": "Illegal instruction",
+                 "SIGFPE": "Floating point exception", "SIGKILL": "Killed"}
 
 
-def find_errno(line: str) -> Optional[Tuple[str, str]]:
-    """(name, how it was said) of the errno a line shows, among those with a meaning here."""
-    match = re.search(r"\[Errno (\d+)\]|\berrno[ =:]+(\d+)|\berror (\d+)\b(?=.*(?:socket|connect))", line)
-    if match:
-        name = ERRNO_BY_NUMBER.get(int(next(g for g in match.groups() if g)))
-        if name in ERRNO_KINDS:
-            return name, match.group(0)
-    match = re.search(r"\b(E[A-Z]{3,11})\b", line)
-    if match and match.group(1) in ERRNO_KINDS:
-        return match.group(1), match.group(0)
-    match = _TEXT_RE.search(line)
-    if match:
-        return _BY_TEXT[match.group(0)], match.group(0)
-    return None
+def _errno_row(name: str) -> Row:
+    number = getattr(errno, name)
+    forms = [rf"\[Errno {number}\]", rf"\berrno[ =:]+{number}\b", rf"\berror {number}\b[^\n]*(?:socket|connect)",
+             rf"\b{name}\b", re.escape(os.strerror(number))]
+    return Row("errno", "|".join(forms), ERRNO_KINDS[name], name,
+               f"the platform's errno {name} ({number}, os.strerror: {os.strerror(number)!r})")
 
 
-def errno_by_text(text: str) -> Optional[str]:
-    match = _TEXT_RE.search(text)
-    return _BY_TEXT[match.group(0)] if match else None
+def _signal_row(name: str) -> Row:
+    number = int(getattr(signal, name))
+    forms = [rf"Signal {number} \({name}\)", rf"<Signals\.{name}: {number}>",
+             rf"exitcode\s*:\s*-{number}\b|exit(?:ed)? with (?:exit )?code -{number}\b|return code = -{number}\b|"
+             rf"exit status -{number}\b|died with signal {number}\b|[Cc]aught signal {number}\b|"
+             rf"terminated by signal {number}\b",
+             rf"killed by signal:? {_SIGNAL_TEXTS[name]}"]
+    if name != "SIGKILL":      # "Killed" alone is any word; the others are the shell's own report of a crash
+        forms.append(rf"\b{_SIGNAL_TEXTS[name]}\b")
+    return Row("signal", "|".join(forms), SIGNAL_KINDS[name], name,
+               f"the platform's signal {name} ({number}) as torchrun, multiprocessing and the shell print it")
 
 
-_SIGNAL_FORMS = [
-    re.compile(r"Signal (\d+) \((SIG[A-Z]+)\)"),
-    re.compile(r"<Signals\.(SIG[A-Z]+): (\d+)>"),
-    re.compile(r"exitcode\s*:\s*-(\d+)\b|exit(?:ed)? with (?:exit )?code -(\d+)\b|return code = -(\d+)\b|"
-               r"exit status -(\d+)\b|died with signal (\d+)|[Cc]aught signal (\d+)|terminated by signal (\d+)"),
-    re.compile(r"killed by signal:? (Bus error|Segmentation fault|Killed|Aborted|Illegal instruction)"),
-    re.compile(r"\b(Bus error|Segmentation fault|Illegal instruction|Floating point exception)\b(?: \(core dumped\))?"),
-]
-
-
-def find_signal(line: str) -> Optional[Tuple[str, str]]:
-    """(SIGNAME, how it was said) of the signal a line says ended a process, among those with a meaning here."""
-    for form in _SIGNAL_FORMS:
-        match = form.search(line)
-        if not match:
-            continue
-        values = [g for g in match.groups() if g]
-        name = next((v for v in values if v.startswith("SIG")), None)
-        if name is None:
-            first = values[0]
-            name = SIGNAL_BY_NUMBER.get(int(first)) if first.isdigit() else _SIGNAL_TEXTS.get(first)
-        if name in SIGNAL_KINDS:
-            return name, match.group(0)
-    return None
+ROWS: List[Row] = ([_errno_row(name) for name in ERRNO_KINDS if hasattr(errno, name)] +
+                   [_signal_row(name) for name in SIGNAL_KINDS])

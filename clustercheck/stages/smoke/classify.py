@@ -4,7 +4,7 @@ and how each node's torchrun ended.
 Every line of every node is read, not a tail: with several ranks per node, torchrun's own
 report and the peers' echoes fill the end. torchrun's failure summary ("Root Cause (first
 observed failure)": host, rank, exit code, signal, the rank's traceback from its error file)
-is parsed. The vocabulary is signatures.py.
+is parsed. What a line says is the vocabulary's (clustercheck/vocabulary), read through signatures.py.
 
 A node (a rank, where its lines say which) is blamed only on its own evidence. Each rank's
 lines give it a cause: a known one, else an error of its own that no cause names, else what
@@ -28,7 +28,7 @@ from clustercheck.stages.smoke.signatures import (
     LINK,
     OWN,
     ROOT,
-    Signature,
+    Meaning,
     is_error,
     is_warning,
     is_wrapper,
@@ -61,7 +61,7 @@ class Hit:
 
     node: str
     line: str
-    signature: Optional[Signature]       # None: an error of its own that no cause names
+    signature: Optional[Meaning]       # None: an error of its own that no cause names
     rank: Optional[int] = None
     local_rank: Optional[int] = None
     said_nothing: bool = False           # only its launcher says it failed
