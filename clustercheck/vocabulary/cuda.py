@@ -99,6 +99,8 @@ def _row(error: CudaError) -> Row:
              rf"WARN Cuda failure {error.number}\b"]     # NCCL 2.19+: "NCCL WARN Cuda failure %d '%s'"
     if len(error.text) > 12:     # a text short enough to be any word is read only by name and number
         forms.append(rf"(?i:{_SAID}{re.escape(error.text.rstrip('.'))})")
+    if error.text:               # c10/cuda/CUDAFunctions.cpp: "Error %d: %s"
+        forms.append(rf"\bError {error.number}: {re.escape(error.text.rstrip('.'))}")
     return Row("cuda", "|".join(forms), error.kind, error.name, SOURCE)
 
 

@@ -79,9 +79,6 @@ KINDS: Dict[str, Kind] = {
     "oom": Kind(90, ROOT, "out of GPU memory",
                 "lower --micro-batch, use zero3 / zero3-offload / fsdp, or activation checkpointing; `clustercheck "
                 "plan` shows what fits; a GPU held by another process: clustercheck env names it"),
-    "host-oom": Kind(100, ROOT, "out of host memory",
-                     "lower host memory use (DataLoader workers, pinned memory, CPU offload) or add memory; "
-                     "dmesg shows the OOM killer"),
     "shm": Kind(110, ROOT, "shared memory (/dev/shm) ran out",
                 "give the container more /dev/shm (docker --shm-size=16g, Kubernetes an emptyDir of medium Memory), "
                 "or use fewer DataLoader workers; NCCL_SHM_DISABLE=1 only as a stop-gap"),
@@ -126,6 +123,9 @@ KINDS: Dict[str, Kind] = {
                               "killed it",
                    "look at the node's kernel log (dmesg: 'Out of memory: Killed process') and the scheduler's; lower "
                    "host memory use (data workers, CPU offload) or ask for more memory"),
+    "host-oom": Kind(205, ROOT, "out of host memory",
+                     "lower host memory use (DataLoader workers, pinned memory, CPU offload) or add memory; "
+                     "dmesg shows the OOM killer"),
     "ib": Kind(210, ROOT, "an InfiniBand transfer failed",
                "check the InfiniBand fabric and the HCAs on those nodes (ibstat, link errors); retry with "
                "NCCL_IB_DISABLE=1 to confirm, then set NCCL_IB_HCA to the ports that work"),

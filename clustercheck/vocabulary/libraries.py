@@ -54,6 +54,9 @@ ROWS += [
     Row("cuda-init", r"Found no NVIDIA driver on your system|CUDA driver initialization failed, you might not have a "
                      r"CUDA gpu", "cuda-setup", "no driver",
         _INIT + "\"Found no NVIDIA driver on your system\"", warns=True),
+    Row("cuda-init", r"Unexpected error from cudaGetDeviceCount\(\)", "cuda-setup", "cudaGetDeviceCount",
+        _INIT + "\"CUDA initialization: Unexpected error from cudaGetDeviceCount(). ... Error %d: %s\"", via="cuda",
+        warns=True),
     Row("cuda-init", r"Setting the available devices to be zero", "cuda-setup", "devices set to zero",
         _INIT + "\"CUDA initialization: %s ... Setting the available devices to be zero.\"", warns=True),
 ]

@@ -20,10 +20,11 @@ class Meaning(NamedTuple):
     space: str         # table.SPACES
     code: str          # cudaErrorIllegalAddress, ENOSPC, SIGBUS, ncclSystemError, time limit ...
     detail: str        # what the context adds ("" when nothing)
+    row_tier: int = -1  # where the row proves less than its kind (a bare SIGABRT, a cancellation with no reason)
 
     @property
     def tier(self) -> int:
-        return KINDS[self.kind].tier
+        return self.row_tier if self.row_tier >= 0 else KINDS[self.kind].tier
 
     @property
     def rank(self) -> int:
@@ -79,7 +80,7 @@ def _read(line: str) -> Optional[Meaning]:
             said = _CUDA_SAID.search(line) if row.via == "cuda" else None
             return Meaning(inner[0].kind, row.via, inner[0].code,
                            f"NCCL's CUDA call failed: {said.group(1).strip()}" if said else "")
-    return Meaning(row.kind, row.space, row.code, "")
+    return Meaning(row.kind, row.space, row.code, "", row.tier)
 
 
 @functools.lru_cache(maxsize=65536)    # ranks print the same lines over and over

@@ -7,21 +7,26 @@ from __future__ import annotations
 
 from typing import List
 
+from clustercheck.vocabulary.kinds import FAILED
 from clustercheck.vocabulary.spaces import Row
 
 SLURM = "SchedMD/slurm "
 TORCH = "pytorch/pytorch "
 ROWS: List[Row] = [
     # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
-    Row("scheduler", r"DUE TO TIME LIMIT|TimeLimit|time limit exceeded|Job \d+ exceeded (?:its )?time", "scheduler",
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|TimeLimit|time limit exceeded|Job \d+ exceeded (?:its )?time", "scheduler",
         "time limit", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\""),
-    Row("scheduler", r"DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
         SLURM + "src/slurmd/slurmstepd/req.c: \"... DUE TO PREEMPTION ***\""),
-    Row("scheduler", r"DUE TO NODE FAILURE|srun: error: Node failure on \S+|Node \S+ failed, job", "scheduler",
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|Node \S+ failed, job", "scheduler",
         "node failure", SLURM + "src/slurmd/slurmstepd/req.c \"... DUE TO NODE FAILURE ***\"; src/srun/srun_job.c "
                                 "\"Node failure on %s\""),
-    Row("scheduler", r"(?:JOB|STEP) \d+(?:\.\d+)? ON \S+ CANCELLED AT \S+ \*\*\*|CANCELLED AT \S+ DUE TO (?:JOB REQUEUE|SIGNAL)", "scheduler",
-        "cancelled", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s ***\""),
+    Row("scheduler", r"CANCELLED AT \S+ DUE TO [A-Z]", "scheduler", "cancelled for a reason",
+        SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO %s ***\" (JOB REQUEUE, ...)"),
+    Row("scheduler", r"(?:JOB|STEP) \d+(?:\.\d+)? ON \S+ CANCELLED AT \S+ \*\*\*", "scheduler",
+        "cancelled", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s ***\" (no reason: "
+                             "scancel, or Slurm ending the step after a task failed: any cause a rank shows says more)",
+        tier=FAILED),
     Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
                      r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
         SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
@@ -85,15 +90,23 @@ ROWS: List[Row] = [
         "load_state_dict", TORCH + "torch/nn/modules/module.py load_state_dict: \"size mismatch for %s: copying a "
                                    "param with shape\", \"Missing key(s) in state_dict\", \"Unexpected key(s)\""),
     Row("torch", r"Expected to have finished reduction in the prior iteration|"
-                 r"Expected to mark a variable ready only once|find_unused_parameters=True|"
+                 r"Expected to mark a variable ready only once|has been marked as ready twice|"
+                 r"find_unused_parameters=True|"
                  r"Parameter indices which did not receive grad", "ddp-unused", "DDP reducer",
         TORCH + "torch/csrc/distributed/c10d/reducer.cpp: \"Expected to have finished reduction in the prior "
-                "iteration before starting a new one\", \"Expected to mark a variable ready only once\""),
-    Row("torch", r"Must flatten tensors with uniform (?:dtype|requires_grad|device)|"
-                 r"FlatParameter requires uniform (?:dtype|requires_grad)|must be uniform but got|"
+                "iteration before starting a new one\", \"Expected to mark a variable ready only once\", \"Parameter at "
+                "index %d has been marked as ready twice\""),
+    Row("torch", r"Must flatten tensors (?:with uniform|on the same device)|"
+                 r"`?FlatParameter`? requires uniform|must be uniform but got|"
                  r"Inconsistent compute device and `device_id`|FSDP only supports|"
                  r"FSDP does not support", "code", "FSDP flattening",
         TORCH + "torch/distributed/fsdp/_flat_param.py: \"Must flatten tensors with uniform dtype but got\""),
+    Row("torch", r"Unexpected bus error encountered in worker", "shm", "DataLoader worker SIGBUS",
+        TORCH + "torch/csrc/DataLoader.cpp: \"ERROR: Unexpected bus error encountered in worker. This might be caused "
+                "by insufficient shared memory (shm).\""),
+    Row("torch", r"Unexpected (?:segmentation fault|floating-point exception) encountered in worker", "crashed",
+        "DataLoader worker SIGSEGV", TORCH + "torch/csrc/DataLoader.cpp: \"ERROR: Unexpected segmentation fault "
+                                             "encountered in worker.\""),
     Row("torch", r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory", "oom", "OutOfMemoryError",
         TORCH + "c10/cuda/CUDACachingAllocator.cpp: \"CUDA out of memory. Tried to allocate\""),
     # ---- SSH (OpenSSH's messages, pdsh / DeepSpeed's launcher around them) ----------------------------------

@@ -19,6 +19,7 @@ class Row(NamedTuple):
     source: str         # the header, function or documented message the row is built from
     via: str = ""       # a space the cause lives in (NCCL's "Cuda failure '<text>'"): read the line there first
     warns: bool = False  # a cause even where it is printed as a warning (torch: "Setting the available devices to be zero")
+    tier: int = -1      # a row that proves less than its kind (kinds.py's tiers): -1, the kind's own
 
 
 # Which space is read first (lower first). A line is named by the first space any row of which matches it.

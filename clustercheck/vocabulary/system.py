@@ -14,6 +14,7 @@ import re
 import signal
 from typing import Dict, List
 
+from clustercheck.vocabulary.kinds import FAILED
 from clustercheck.vocabulary.spaces import Row
 
 # errno name -> kind (kinds.py); the others are known by name and text but lead to no kind of their own.
@@ -24,12 +25,14 @@ ERRNO_KINDS: Dict[str, str] = {
     "EPIPE": "peer-lost", "EACCES": "permission", "EPERM": "permission", "EROFS": "permission",
     "ENOENT": "missing-file",
 }
-# signal name -> kind; SIGTERM, SIGINT and SIGHUP are how launchers and schedulers stop ranks: never a cause alone
-# (SIGABRT neither: C++'s terminate after an exception, NCCL's watchdog's own abort; the rank's lines say why)
+# signal name -> kind; SIGTERM, SIGINT and SIGHUP are how launchers and schedulers stop ranks: never a cause
+# (SIGABRT is C++'s terminate after an exception, NCCL's watchdog's own abort: a crash only where nothing says why)
 SIGNAL_KINDS: Dict[str, str] = {"SIGKILL": "killed", "SIGSEGV": "crashed", "SIGILL": "crashed", "SIGFPE": "crashed",
-                                "SIGBUS": "crashed"}
+                                "SIGBUS": "crashed", "SIGABRT": "crashed"}
+# ...but a SIGABRT proves only that the rank failed (the launcher's tier): a cause its lines show says more
+WEAK_SIGNALS = {"SIGABRT"}
 _SIGNAL_TEXTS = {"SIGBUS": "Bus error", "SIGSEGV": "Segmentation fault", "SIGILL": "Illegal instruction",
-                 "SIGFPE": "Floating point exception", "SIGKILL": "Killed"}
+                 "SIGFPE": "Floating point exception", "SIGKILL": "Killed", "SIGABRT": "Aborted"}
 
 
 def _errno_row(name: str) -> Row:
@@ -45,12 +48,15 @@ def _signal_row(name: str) -> Row:
     forms = [rf"Signal {number} \({name}\)", rf"<Signals\.{name}: {number}>",
              rf"exitcode\s*:\s*-{number}\b|exit(?:ed)? with (?:exit )?code -{number}\b|return code = -{number}\b|"
              rf"exit status -{number}\b|died with signal {number}\b|[Cc]aught signal {number}\b|"
-             rf"terminated by signal {number}\b",
+             rf"terminated by signal {number}\b|terminated with signal {name}\b",
              rf"killed by signal:? {_SIGNAL_TEXTS[name]}"]
-    if name != "SIGKILL":      # "Killed" alone is any word; the others are the shell's own report of a crash
+    if name not in ("SIGKILL", "SIGABRT"):   # "Killed" alone is any word; the others are the shell's report of a crash
         forms.append(rf"\b{_SIGNAL_TEXTS[name]}\b")
+    if name == "SIGABRT":
+        forms.append(r"\bAborted \(core dumped\)")
     return Row("signal", "|".join(forms), SIGNAL_KINDS[name], name,
-               f"the platform's signal {name} ({number}) as torchrun, multiprocessing and the shell print it")
+               f"the platform's signal {name} ({number}) as torchrun, multiprocessing and the shell print it",
+               tier=FAILED if name in WEAK_SIGNALS else -1)
 
 
 ROWS: List[Row] = ([_errno_row(name) for name in ERRNO_KINDS if hasattr(errno, name)] +

@@ -48,9 +48,10 @@ def prefilter_source() -> str:
 
 
 def _best(found: List[int], line: str) -> Optional[Tuple[Row, "re.Match[str]"]]:
-    """Of rows of one space that matched: the best kind's rank, then the earliest in the line."""
+    """Of rows of one space that matched: the best kind's rank, then the earliest in the line, then the longest
+    (the row that reads more of it: "CANCELLED AT t DUE TO TIME LIMIT" over "CANCELLED AT t DUE TO T")."""
     matched = [(ROWS[i], m) for i in found for m in [_COMPILED[i].search(line)] if m]
-    return min(matched, key=lambda rm: (KINDS[rm[0].kind].rank, rm[1].start())) if matched else None
+    return min(matched, key=lambda rm: (KINDS[rm[0].kind].rank, rm[1].start(), -rm[1].end())) if matched else None
 
 
 def best_in(space: str, line: str) -> Optional[Tuple[Row, "re.Match[str]"]]:

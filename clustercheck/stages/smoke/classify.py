@@ -178,8 +178,8 @@ def failed_silently(node: str, run: NodeRun) -> Optional[Hit]:
 def _unit_cause(hits: List[Hit]) -> List[Hit]:
     """The hits that give one rank (or a node's unnumbered lines) its cause: a known cause of its own,
     else a failure between ranks, else an error nobody names, else an echo."""
-    for tier in (ROOT, LINK, OWN, ECHO):
-        tiered = [h for h in hits if h.tier == tier]
+    for tier in (ROOT, LINK, OWN, FAILED, ECHO):
+        tiered = [h for h in hits if h.tier == tier and (tier != FAILED or h.signature)]
         if tier == OWN or not tiered:
             if tiered:
                 return tiered
@@ -222,6 +222,9 @@ def classify(runs: Dict[str, NodeRun], timeout_s: float, stalled_s: Optional[flo
         tiered = [unit for unit in units if unit[0].tier == tier]
         if not tiered:
             continue
+        named = [unit for unit in tiered if unit[0].signature]
+        if tier == FAILED and named:   # a rank that said nothing more than how it ended (SIGABRT, a bare cancel)
+            return _known(named, tier, runs)
         if tier in (OWN, FAILED):
             return _unclassified(tiered, runs, roots)
         if tier == ECHO and roots:
