@@ -22,26 +22,36 @@ class Row(NamedTuple):
     tier: int = -1      # a row that proves less than its kind (kinds.py's tiers): -1, the kind's own
 
 
-# Which space is read first (lower first). A line is named by the first space any row of which matches it.
-SPACES: Dict[str, int] = {
-    "nccl-warn": 10,      # NCCL's WARN lines name the space their cause lives in
-    "scheduler": 20,      # Slurm's verdict outranks what it interrupted
-    "loader": 30,         # the dynamic loader's own words, before the ImportError / OSError around them
-    "hub": 40,            # the Hugging Face hub, before the socket errno it carries
-    "deepspeed": 50,      # DeepSpeed's config assertions
-    "cuda-init": 60,      # torch's CUDA initialization warnings
-    "cuda": 70,           # cudaError_t and CUresult
-    "cuda-libs": 80,      # cuBLAS, cuDNN, cuFFT, cuSOLVER, cuRAND status codes
-    "nvml": 90,           # NVML's nvmlReturn_t and nvidia-smi
-    "errno": 100,         # the platform's errno
-    "c10d": 110,          # torch.distributed's store, rendezvous and watchdog; torchelastic
-    "signal": 120,        # how a process ended
-    "nccl": 130,          # ncclResult_t
-    "python": 140,        # Python's import machinery and interpreter
-    "torch": 150,         # torch's own checks: DDP's reducer, load_state_dict, devices, shapes
-    "ssh": 160,
-    "clustercheck": 170,  # the project's own patterns (a build, a loss, Gloo's words), read when no space names it
+class Space(NamedTuple):
+    order: int          # which space is read first (lower first): a line is named by the first space that names it
+    source: str         # where its rows come from
+
+
+SPACES: Dict[str, Space] = {
+    # NCCL's WARN lines name the space their cause lives in
+    "nccl-warn": Space(10, "NVIDIA/nccl's WARN lines (src/transport/*, src/misc/socket.cc, shmutils.cc, checks.h)"),
+    # Slurm's verdict outranks what it interrupted
+    "scheduler": Space(20, "Slurm's slurmstepd (src/slurmd/slurmstepd/req.c), srun and task/cgroup messages"),
+    # the dynamic loader's own words, before the ImportError / OSError around them
+    "loader": Space(30, "glibc's dynamic loader (elf/dl-load.c, dl-version.c, dl-lookup.c)"),
+    # the Hugging Face hub, before the socket errno it carries
+    "hub": Space(40, "huggingface_hub's errors.py and file_download.py, transformers' utils/hub.py"),
+    "deepspeed": Space(50, "DeepSpeed's deepspeed/runtime/config.py (_batch_assertion, _do_error_check)"),
+    "cuda-init": Space(60, "torch's CUDA initialization warnings (c10/cuda/CUDAFunctions.cpp, torch/cuda/__init__.py)"),
+    "cuda": Space(70, "CUDA's cudaError_t (driver_types.h, cudaGetErrorString) and CUresult (cuda.h)"),
+    "cuda-libs": Space(80, "cuBLAS, cuDNN, cuFFT, cuSOLVER and cuRAND status codes (their headers)"),
+    "nvml": Space(90, "NVML's nvmlReturn_t (nvml.h, nvmlErrorString) and nvidia-smi's messages and exit codes"),
+    "errno": Space(100, "the platform's errno (Python's errno, os.strerror)"),
+    "c10d": Space(110, "torch.distributed's store, rendezvous and watchdog (c10d, torchelastic)"),
+    "signal": Space(120, "the platform's signals (Python's signal) as launchers and the shell print them"),
+    "nccl": Space(130, "NCCL's ncclResult_t (src/nccl.h.in, ncclGetErrorString)"),
+    "python": Space(140, "CPython's import machinery and interpreter, argparse"),
+    "torch": Space(150, "torch's own checks: DDP's reducer, load_state_dict, FSDP, DataLoader workers, devices"),
+    "ssh": Space(160, "OpenSSH's messages and launchers' ssh checks"),
+    # the project's own patterns (a build, a loss, Gloo's words), read when no space names the line
+    "clustercheck": Space(170, "clustercheck's own patterns, from the failure logs of tests/data"),
 }
+assert len({space.order for space in SPACES.values()}) == len(SPACES), "two spaces share an order"
 
 
 class VocabularyError(AssertionError):

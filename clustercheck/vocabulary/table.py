@@ -62,7 +62,7 @@ def best_in(space: str, line: str) -> Optional[Tuple[Row, "re.Match[str]"]]:
 def first_space(line: str) -> Optional[Tuple[Row, "re.Match[str]"]]:
     """The row a line shows in the first space (by order) that names it; None when no row does."""
     found = _matching(line)
-    for space in sorted({ROWS[i].space for i in found}, key=SPACES.__getitem__):
+    for space in sorted({ROWS[i].space for i in found}, key=lambda name: SPACES[name].order):
         best = _best([i for i in found if ROWS[i].space == space], line)
         if best:
             return best

@@ -82,7 +82,8 @@ def is_wrapper(line: str) -> bool:
 def ranks_of(line: str) -> Tuple[Optional[int], Optional[int]]:
     """(global rank, local rank) a line names, each None when it does not."""
     match = (re.match(r"\s*\[rank(\d+)\]:", line) or re.search(r"\[Rank (\d+)\]", line)
-             or re.search(r"\brank (\d+) and rank \d+ both on", line))
+             or re.search(r"\brank (\d+) and rank \d+ both on", line)
+             or re.search(r"\bsrun: error: \S+: task (\d+): ", line))      # srun's task number is the global rank
     if match:
         return int(match.group(1)), None
     local = (re.match(r"\s*\[default(\d+)\]:", line) or re.search(r"\blocal_rank\s*[:=]\s*(\d+)", line)
