@@ -122,6 +122,16 @@ LINES = [
     ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=25981927.1. Some of your processes may have been "
      "killed by the cgroup out-of-memory handler.", "killed", "oom-kill"),
     ("srun: error: k300: task 2: Out Of Memory", "killed", "oom-kill"),
+    # the driver's Xid in a pasted kernel log: tests/data/kmsg/dmesg-xid79-nvsentinel-155.txt (NVIDIA/NVSentinel#155)
+    ("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus", "gpu-hardware",
+     "Xid hardware"),
+    # torch 2.x's NCCL heartbeat and its store's closed connection (ProcessGroupNCCL.cpp, c10d/Utils.hpp)
+    ("[rank3]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info.", "watchdog", "NCCL watchdog"),
+    ("torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
+     "server shutdown or crash?", "peer-lost", "store connection closed"),
+    ("AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", "ds-config",
+     "config assertion"),
     # Python's imports
     ("ImportError: cannot import name 'is_torch_xla_available' from 'transformers'", "import", "ImportError"),
 ]

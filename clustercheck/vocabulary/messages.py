@@ -30,7 +30,7 @@ ROWS: List[Row] = [
     Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
                      r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
         SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
-    Row("scheduler", r"oom[-_]kill event|Exceeded job memory limit|OOM Killed|oom_kill|task \d+: Out Of Memory",
+    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM Killed|oom_kill|task \d+: Out Of Memory",
         "killed", "oom-kill", SLURM + "task/cgroup: \"Detected %u oom-kill event(s) in %ps\"; srun: \"%s: task %d: "
                                       "Out Of Memory\""),
     # ---- the dynamic loader (glibc elf/dl-load.c, elf/dl-version.c, elf/dl-lookup.c) ------------------------------
@@ -46,7 +46,9 @@ ROWS: List[Row] = [
     Row("hub", r"LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing traffic has been disabled|"
                r"We couldn't connect to '[^']*huggingface|couldn't connect to 'https://huggingface\.co'|"
                r"Connection to huggingface\.co timed out|host='(?:cdn-lfs\.)?huggingface\.co'|"
-               r"HTTPSConnectionPool\(host='[\w.-]*(?:huggingface\.co|hf\.co|hf-mirror\.com)'",
+               r"HTTPSConnectionPool\(host='[\w.-]*(?:huggingface\.co|hf\.co|hf-mirror\.com)'|"
+               r"Couldn't reach '[^']*' on the Hub|Couldn't reach https?://(?:huggingface\.co|hf\.co)|"
+               r"We have no connection or you passed local_files_only",
         "hub-offline", "hub unreachable",
         "huggingface_hub errors.py LocalEntryNotFoundError, OfflineModeIsEnabled; file_download.py \"Cannot find the "
         "requested files in the disk cache and outgoing traffic has been disabled\"; transformers utils/hub.py "
@@ -56,7 +58,9 @@ ROWS: List[Row] = [
                      r"train_batch_size is not equal to micro_batch_per_gpu|"
                      r"(?:Train batch size|Micro batch size per gpu|Gradient accumulation steps): -?\d+ has to be "
                      r"greater than 0|DeepSpeedConfig: \w+ is not defined|Maximum supported ZeRO stage is|"
-                     r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage",
+                     r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage|"
+                     r"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided|"
+                     r"validation errors? for DeepSpeed\w*Config",
         "ds-config", "config assertion",
         "deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion: \"Check batch related parameters. "
         "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check"),
@@ -66,6 +70,13 @@ ROWS: List[Row] = [
                 r"ProcessGroupNCCL's watchdog got stuck", "watchdog", "collective timeout",
         TORCH + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: \"Watchdog caught collective operation timeout: "
                 "WorkNCCL(...) ran for %d milliseconds before timing out\""),
+    Row("c10d", r"Heartbeat monitor timed out|\] Timeout at NCCL work: \d+", "watchdog", "NCCL watchdog",
+        TORCH + "ProcessGroupNCCL.cpp (2.x): \"Heartbeat monitor timed out! Process will be terminated\", \"Timeout "
+                "at NCCL work: %d\" (not \"Some NCCL operations have failed or timed out\": either)"),
+    Row("c10d", r"Failed to recv, got 0 bytes|Connection was likely closed\. Did the remote server shutdown",
+        "peer-lost", "store connection closed",
+        TORCH + "torch/csrc/distributed/c10d/Utils.hpp recvBytes (2.3+): \"Failed to recv, got 0 bytes. Connection "
+                "was likely closed. Did the remote server shutdown or crash?\""),
     Row("c10d", r"Rendezvous(?:Timeout|Closed|Connection|State)Error|RendezvousTimeoutError", "rendezvous",
         "RendezvousError", TORCH + "torch/distributed/elastic/rendezvous/api.py RendezvousError subclasses"),
     Row("c10d", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|[Ss]tore[_ ]based[_ ]barrier|"
@@ -77,7 +88,8 @@ ROWS: List[Row] = [
     # ---- Python's interpreter and import machinery -------------------------------------------------------
     Row("python", r"unrecognized arguments: --local[-_]rank", "launch-args", "--local-rank",
         "argparse \"unrecognized arguments: %s\" on torch.distributed.launch's --local-rank"),
-    Row("python", r"(?:ModuleNotFound|Import)Error\b|No module named '|cannot import name '", "import",
+    Row("python", r"(?:ModuleNotFound|Import)Error\b|No module named '|cannot import name '|"
+                  r"partially initialized module '[^']+' has no attribute", "import",
         "ImportError", "CPython Python/import.c: \"No module named %R\", \"cannot import name %R from %R\""),
     Row("python", r"^\s*(?:\S+:\s*)?MemoryError\b", "host-oom", "MemoryError", "CPython MemoryError"),
     # ---- torch's own checks ---------------------------------------------------------------------------------

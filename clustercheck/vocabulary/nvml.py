@@ -70,6 +70,15 @@ def _row(line: str) -> Row:
 
 
 ROWS: List[Row] = [_row(line) for line in _TABLE.strip().splitlines()]
+# The driver's Xid events where a log carries them (NVIDIA's Xid catalogue): hardware, or an application's fault
+_XID = "NVIDIA Xid catalogue (docs.nvidia.com/deploy/xid-errors): NVRM: Xid (PCI:%s): %d, ..."
+ROWS += [
+    Row("xid", r"NVRM: Xid \([^)]*\): (?:48|63|64|74|79|92|94|95|119|120|140)\b|GPU has fallen off the bus",
+        HW, "Xid hardware", _XID + " (48 DBE, 63/64 row remapping, 74 NVLink, 79 off the bus, 94/95 ECC, 119/120 "
+                                   "GSP)"),
+    Row("xid", r"NVRM: Xid \([^)]*\): (?:13|31|43)\b", "cuda-error", "Xid application fault",
+        _XID + " (13 graphics engine exception, 31 MMU fault, 43 channel stopped: the application's kernel)"),
+]
 ROWS += [
     Row("nvml", r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver", SETUP,
         "nvidia-smi: no driver", "nvidia-smi: \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "

@@ -40,6 +40,7 @@ SPACES: Dict[str, Space] = {
     "cuda-init": Space(60, "torch's CUDA initialization warnings (c10/cuda/CUDAFunctions.cpp, torch/cuda/__init__.py)"),
     "cuda": Space(70, "CUDA's cudaError_t (driver_types.h, cudaGetErrorString) and CUresult (cuda.h)"),
     "cuda-libs": Space(80, "cuBLAS, cuDNN, cuFFT, cuSOLVER and cuRAND status codes (their headers)"),
+    "xid": Space(85, "the NVIDIA driver's Xid events (NVRM: Xid lines, NVIDIA's Xid catalogue)"),
     "nvml": Space(90, "NVML's nvmlReturn_t (nvml.h, nvmlErrorString) and nvidia-smi's messages and exit codes"),
     "errno": Space(100, "the platform's errno (Python's errno, os.strerror)"),
     "c10d": Space(110, "torch.distributed's store, rendezvous and watchdog (c10d, torchelastic)"),
