@@ -27,7 +27,7 @@ except ImportError:    # pragma: no cover - the package depends on it; a slower 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
 from clustercheck.onnode import ncclpath
-from clustercheck.stages.smoke.signatures import STRUCTURE
+from clustercheck.failure.lines import STRUCTURE
 from clustercheck.vocabulary.table import prefilter_source
 
 CHUNK = 8 * 2 ** 20
