@@ -132,6 +132,22 @@ LINES = [
      "server shutdown or crash?", "peer-lost", "store connection closed"),
     ("AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", "ds-config",
      "config assertion"),
+    # transformers' DeepSpeed integration (integrations/deepspeed.py)
+    ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:",
+     "ds-config", "config assertion"),
+    # other schedulers, the shell, the CPU allocator, glibc's malloc, aten's index check, the container runtime
+    ("=>> PBS: job killed: walltime 86415 exceeded limit 86400", "scheduler", "time limit (PBS, LSF)"),
+    ("/var/spool/slurmd/job123/slurm_script: line 12: 48213 Killed                  python train.py", "killed",
+     "SIGKILL"),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:83] data. DefaultCPUAllocator: can't allocate memory: you tried "
+     "to allocate 8589934592 bytes. Error code 12 (Cannot allocate memory)", "host-oom", "ENOMEM"),
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8589934592 bytes.", "host-oom",
+     "CPU allocator"),
+    ("free(): invalid pointer", "crashed", "heap corruption"),
+    ("IndexError: index out of range in self", "code", "tensor mismatch"),
+    ("RuntimeError: No CUDA GPUs are available", "cuda-setup", "no driver"),
+    ("nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown", "cuda-setup",
+     "NVML_ERROR_DRIVER_NOT_LOADED"),
     # Python's imports
     ("ImportError: cannot import name 'is_torch_xla_available' from 'transformers'", "import", "ImportError"),
 ]

@@ -52,7 +52,7 @@ ROWS += [
                      r"insufficient)|The NVIDIA driver on your system is too old \(found version", "cuda-setup",
         "driver too old", _INIT + "\"The NVIDIA driver on your system is too old (found version %d)\"", warns=True),
     Row("cuda-init", r"Found no NVIDIA driver on your system|CUDA driver initialization failed, you might not have a "
-                     r"CUDA gpu", "cuda-setup", "no driver",
+                     r"CUDA gpu|No CUDA GPUs are available", "cuda-setup", "no driver",
         _INIT + "\"Found no NVIDIA driver on your system\"", warns=True),
     Row("cuda-init", r"Unexpected error from cudaGetDeviceCount\(\)", "cuda-setup", "cudaGetDeviceCount",
         _INIT + "\"CUDA initialization: Unexpected error from cudaGetDeviceCount(). ... Error %d: %s\"", via="cuda",

@@ -16,6 +16,8 @@ ROWS: List[Row] = [
     # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
     Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|TimeLimit|time limit exceeded|Job \d+ exceeded (?:its )?time", "scheduler",
         "time limit", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\""),
+    Row("scheduler", r"PBS: job killed: walltime \d+ exceeded limit|TERM_RUNLIMIT: job killed", "scheduler",
+        "time limit (PBS, LSF)", "PBS's \"=>> PBS: job killed: walltime %d exceeded limit %d\"; LSF's TERM_RUNLIMIT"),
     Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
         SLURM + "src/slurmd/slurmstepd/req.c: \"... DUE TO PREEMPTION ***\""),
     Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|Node \S+ failed, job", "scheduler",
@@ -30,7 +32,7 @@ ROWS: List[Row] = [
     Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
                      r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
         SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
-    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM Killed|oom_kill|task \d+: Out Of Memory",
+    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM ?Killed|oom_kill|task \d+: Out Of Memory",
         "killed", "oom-kill", SLURM + "task/cgroup: \"Detected %u oom-kill event(s) in %ps\"; srun: \"%s: task %d: "
                                       "Out Of Memory\""),
     # ---- the dynamic loader (glibc elf/dl-load.c, elf/dl-version.c, elf/dl-lookup.c) ------------------------------
@@ -40,6 +42,8 @@ ROWS: List[Row] = [
         "loader", "version not found", "glibc elf/dl-version.c: \"version `%s' not found (required by %s)\""),
     Row("loader", r"undefined symbol: \S+", "loader", "undefined symbol",
         "glibc elf/dl-lookup.c: \"%s: undefined symbol: %s\""),
+    Row("loader", r"cannot enable executable stack as shared object requires", "loader", "executable stack",
+        "glibc 2.41 elf/dl-load.c: \"cannot enable executable stack as shared object requires: Invalid argument\""),
     Row("loader", r"wrong ELF class: ELFCLASS\d+|ELF load command address/offset not|invalid ELF header", "loader",
         "wrong ELF class", "glibc elf/dl-load.c: \"wrong ELF class: ELFCLASS32\", \"invalid ELF header\""),
     # ---- the Hugging Face hub (huggingface_hub/errors.py, file_download.py; transformers/utils/hub.py) ---------
@@ -60,10 +64,15 @@ ROWS: List[Row] = [
                      r"greater than 0|DeepSpeedConfig: \w+ is not defined|Maximum supported ZeRO stage is|"
                      r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage|"
                      r"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided|"
-                     r"validation errors? for DeepSpeed\w*Config",
+                     r"validation errors? for DeepSpeed\w*Config|only supported (?:with|for) ZeRO [Ss]tage|"
+                     r"ZeRO inference only makes sense with ZeRO Stage 3|zero_allow_untested_optimizer|"
+                     r"DeepSpeed config values that mismatch TrainingArguments|"
+                     r"not possible to automatically fill out the following `auto` entries",
         "ds-config", "config assertion",
         "deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion: \"Check batch related parameters. "
-        "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check"),
+        "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check; "
+        "runtime/zero/config.py; transformers integrations/deepspeed.py \"Please correct the following DeepSpeed config "
+        "values that mismatch TrainingArguments values\""),
     # ---- torch.distributed: c10d store, rendezvous, watchdog (c10d/TCPStore.cpp, ProcessGroupNCCL.cpp, ------
     # ---- torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py) ------------------------------
     Row("c10d", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out|"
@@ -94,9 +103,20 @@ ROWS: List[Row] = [
     Row("python", r"^\s*(?:\S+:\s*)?MemoryError\b", "host-oom", "MemoryError", "CPython MemoryError"),
     # ---- torch's own checks ---------------------------------------------------------------------------------
     Row("torch", r"Expected all tensors to be on the same device|shapes cannot be multiplied|"
-                 r"Expected (?:object of )?scalar type|must match the size of tensor|mat1 and mat2 shapes", "code",
+                 r"(?i:expected (?:object of )?scalar type)|must match the size of tensor|mat1 and mat2 shapes|"
+                 r"expected mat1 and mat2 to have the same dtype|Input type \([\w.]+\) and weight type \([\w.]+\) "
+                 r"should be the same|Sizes of tensors must match except in dimension|index out of range in self|"
+                 r"Target -?\d+ is out of bounds|Expected input batch_size \(\d+\) to match target batch_size|"
+                 r"Trying to backward through the graph a second time|does not require grad and does not have a "
+                 r"grad_fn|modified by an inplace operation|view size is not compatible with input tensor|"
+                 r"Tensors must be CUDA and dense|No backend type associated with device type|"
+                 r"Detected mismatch between collectives on ranks", "code",
         "tensor mismatch", TORCH + "aten TensorIterator / _prims_common: \"Expected all tensors to be on the same "
-                                   "device, but found at least two devices\""),
+                                   "device, but found at least two devices\"; aten's shape, dtype and index checks, "
+                                   "autograd's engine, ProcessGroupNCCL's tensor checks"),
+    Row("torch", r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc", "host-oom", "CPU allocator",
+        TORCH + "c10/core/impl/alloc_cpu.cpp: \"DefaultCPUAllocator: can't allocate memory: you tried to allocate %d "
+                "bytes\"; C++'s std::bad_alloc"),
     Row("torch", r"size mismatch for \S+: copying a param with shape|Missing key\(s\) in state_dict|"
                  r"Unexpected key\(s\) in state_dict|Error\(s\) in loading state_dict for", "checkpoint-mismatch",
         "load_state_dict", TORCH + "torch/nn/modules/module.py load_state_dict: \"size mismatch for %s: copying a "

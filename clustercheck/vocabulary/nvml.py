@@ -50,8 +50,8 @@ _TABLE = """
 999 UNKNOWN|Unknown Error|cuda-setup
 """
 # Where NVML (or nvidia-smi) says it: pynvml's NVMLError's str is the text alone, after its class name
-_SAID = r"(?:Failed to initialize NVML|NVMLError\w*|NVML[\w ]*(?:error|failed|returned)|Unable to determine the " \
-        r"device handle for GPU ?[\w:.]*)\s*:?\s*"
+_SAID = r"(?:Failed to initialize NVML|NVMLError\w*|(?i:nvml)[\w ]*(?:error|failed|returned)|Unable to determine " \
+        r"the device handle for GPU ?[\w:.]*)\s*:?\s*"
 _SOURCE = "nvml.h nvmlReturn_t NVML_ERROR_{name} ({number}); nvmlErrorString: {text!r} (DCGM nvml_error_strings.h)"
 
 
@@ -62,7 +62,7 @@ def _camel(name: str) -> str:
 def _row(line: str) -> Row:
     head, text, kind = line.split("|")
     number, name = head.split(" ")
-    forms = [rf"\bNVML_ERROR_{name}\b", rf"\bNVMLError_{_camel(name)}\b", _SAID + re.escape(text)]
+    forms = [rf"\bNVML_ERROR_{name}\b", rf"\bNVMLError_{_camel(name)}\b", _SAID + f"(?i:{re.escape(text)})"]
     if int(number) in range(2, 16):   # nvidia-smi's exit codes are NVML's numbers
         forms.append(rf"nvidia-smi\b[^\n]*(?:exit status|exit code|returned non-zero exit status)\s*{number}\b")
     return Row("nvml", "|".join(forms), kind, f"NVML_ERROR_{name}",

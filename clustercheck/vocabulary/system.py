@@ -53,7 +53,9 @@ def _signal_row(name: str) -> Row:
     if name not in ("SIGKILL", "SIGABRT"):   # "Killed" alone is any word; the others are the shell's report of a crash
         forms.append(rf"\b{_SIGNAL_TEXTS[name]}\b")
     if name == "SIGABRT":
-        forms.append(r"\bAborted \(core dumped\)")
+        forms.append(r"\bAborted \(core dumped\)|terminate called after throwing an instance of")
+    if name == "SIGKILL":      # the shell's own report of a killed child: "Killed" alone on its line, or bash's
+        forms.append(r"^\s*Killed\s*$|\d+ Killed\s+\S")
     return Row("signal", "|".join(forms), SIGNAL_KINDS[name], name,
                f"the platform's signal {name} ({number}) as torchrun, multiprocessing and the shell print it",
                tier=FAILED if name in WEAK_SIGNALS else -1)
@@ -61,3 +63,7 @@ def _signal_row(name: str) -> Row:
 
 ROWS: List[Row] = ([_errno_row(name) for name in ERRNO_KINDS if hasattr(errno, name)] +
                    [_signal_row(name) for name in SIGNAL_KINDS])
+# glibc's malloc aborts the process on a corrupted heap (malloc/malloc.c malloc_printerr): a native crash
+ROWS.append(Row("signal", r"free\(\): invalid (?:pointer|size)|double free or corruption|malloc\(\): corrupted|"
+                          r"corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer", "crashed", "heap corruption",
+                "glibc malloc/malloc.c malloc_printerr: \"free(): invalid pointer\", \"double free or corruption\""))
