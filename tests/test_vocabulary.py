@@ -199,3 +199,17 @@ def test_docs_failures_md_shows_the_table_as_it_is():
     assert BEGIN in page and END in page
     shown = page[page.index(BEGIN):page.index(END) + len(END)]
     assert shown == markdown(), "regenerate with: python3 -m clustercheck.vocabulary.reference"
+
+
+def test_what_healthy_runs_print_is_never_a_cause():
+    """NCCL's INFO that no net plugin was found (tests/data/nccl-logs/socket-dockerbridge-pluginfail-2.21.5-nccl-
+    issue-1504.txt), DeepSpeed's config dump and the trainer's arguments: not the loader, not a config error."""
+    plugin = ("678c7278cb2d:26023:26023 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot "
+              "open shared object file: No such file or directory : when loading libnccl-net.so")
+    assert is_warning(plugin)
+    for line in ["[2024-01-01 10:00:00,000] [INFO] [config.py:1000:print]   zero_allow_untested_optimizer  False",
+                 "ddp_find_unused_parameters=None,", "  world_size ................... 8"]:
+        assert read_line(line) is None, line
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    cause = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join([plugin, oom]))}, 600)
+    assert (cause.kind, cause.ranks) == ("oom", [1])

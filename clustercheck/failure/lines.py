@@ -21,7 +21,11 @@ __all__ = ["ECHO", "FAILED", "KIND_ORDER", "LINK", "OWN", "ROOT", "Meaning", "is
 # Not errors: Python's and c10's warnings, DeepSpeed's [WARNING] lines (they name optional modules).
 _WARNING = re.compile(r"\b\w*Warning\b|\[WARNING\]|^\s*WARNING\b|^\s*\[?W\d{4}|warnings\.warn|\bWARN(?!\s*\w*Error)")
 # Printed by healthy runs too: a host without IPv6 makes c10d say so at every start.
-_NOISE = re.compile(r"The IPv6 network addresses of .* cannot be retrieved")
+# NCCL says at INFO that it found no net plugin or topology file and carries on without (every healthy run
+# with NCCL_DEBUG=INFO and no plugin installed): "Plugin load returned 2 : libnccl-net.so: cannot open shared
+# object file" is not the loader failing the job.
+_NOISE = re.compile(r"The IPv6 network addresses of .* cannot be retrieved|"
+                    r"NCCL INFO (?:NET/Plugin|Could not open XML topology file|Unable to load libnccl-net)")
 # ...but NCCL writes its errors at WARN level ("NCCL WARN", "net_ib.cu:781 WARN" before 2.4), and c10d its
 # store's socket timeouts.
 _ERROR_AT_WARN_LEVEL = re.compile(r"NCCL WARN|\.(cc|cu|c|h):\d+ WARN |\[c10d\].*timed out after")

@@ -65,7 +65,8 @@ ROWS: List[Row] = [
                      r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage|"
                      r"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided|"
                      r"validation errors? for DeepSpeed\w*Config|only supported (?:with|for) ZeRO [Ss]tage|"
-                     r"ZeRO inference only makes sense with ZeRO Stage 3|zero_allow_untested_optimizer|"
+                     r"ZeRO inference only makes sense with ZeRO Stage 3|"
+                     r"You are using an untested ZeRO Optimizer|"
                      r"DeepSpeed config values that mismatch TrainingArguments|"
                      r"not possible to automatically fill out the following `auto` entries",
         "ds-config", "config assertion",
@@ -123,7 +124,6 @@ ROWS: List[Row] = [
                                    "param with shape\", \"Missing key(s) in state_dict\", \"Unexpected key(s)\""),
     Row("torch", r"Expected to have finished reduction in the prior iteration|"
                  r"Expected to mark a variable ready only once|has been marked as ready twice|"
-                 r"find_unused_parameters=True|"
                  r"Parameter indices which did not receive grad", "ddp-unused", "DDP reducer",
         TORCH + "torch/csrc/distributed/c10d/reducer.cpp: \"Expected to have finished reduction in the prior "
                 "iteration before starting a new one\", \"Expected to mark a variable ready only once\", \"Parameter at "
