@@ -38,12 +38,11 @@ SNIFF = 64 * 1024
 NUL = b"\0"
 RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
 
-# A line worth reading: one a row of the vocabulary's table names, or one of the shapes the classifier reads
-# (errors in their own words, launchers' summaries), or NCCL's own (the path it took, onnode/ncclpath.py).
-# Everything else (progress, losses) is skipped in C speed, never decoded.
-CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, "NCCL"])).encode(),
+# A line worth the classifier's reading: one a row of the vocabulary's table names, or one of the shapes the
+# classifier reads (errors in their own words, launchers' summaries). NCCL's own lines go to the path reader
+# (nccl_lines). Everything else (progress, losses, NCCL's INFO) is skipped in C speed, never decoded.
+CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE])).encode(),
                             **({"options": _OPTIONS} if fast_re is not re else {}))
-_INFO = re.compile(rb"NCCL INFO")             # NCCL's own INFO lines are many, and errors only where they say so
 _INFO_SAYS = re.compile(rb"WARN|returned|failed|rror|retrying|refused|timed out")
 
 
@@ -154,42 +153,63 @@ def rank_of_file(path: str) -> Optional[int]:
 
 
 # ---- streaming -------------------------------------------------------------------------------------------
-def candidate_lines(handle) -> Iterator[Tuple[bytes, bool]]:
-    """(line, cut) for each line a CANDIDATE word is in, read in chunks: the other lines are never decoded."""
+def chunks(handle) -> Iterator[Tuple[bytes, bool]]:
+    """(whole lines, cut) read CHUNK bytes at a time; a line longer than a chunk comes alone, its start only (cut)."""
     carry = b""
     while True:
         chunk = handle.read(CHUNK)
         if not chunk and not carry:
             return
         data = carry + chunk
-        if chunk:
-            cut = data.rfind(b"\n")
-            if cut < 0:            # one line longer than a chunk: read its start, skip to its end
-                if len(data) > MAX_LINE:
-                    yield data[:MAX_LINE], True
-                    carry = b""
-                    for rest in iter(lambda: handle.read(CHUNK), b""):
-                        if b"\n" in rest:
-                            carry = rest[rest.index(b"\n") + 1:]
-                            break
-                else:
-                    carry = data
-                continue
-            data, carry = data[:cut + 1], data[cut + 1:]
-        else:
-            carry = b""
-        last = -1
-        for match in CANDIDATE.finditer(data):
-            start = data.rfind(b"\n", 0, match.start()) + 1
-            if start <= last:
-                continue
-            end = data.find(b"\n", match.end())
-            end = len(data) if end < 0 else end
-            last = end
-            line = data[start:min(end, start + MAX_LINE)]
-            yield line, end - start > MAX_LINE
         if not chunk:
+            yield data, False
             return
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            data, carry = data[:cut + 1], data[cut + 1:]
+            yield data, False
+        elif len(data) > MAX_LINE:       # one line longer than a chunk: read its start, skip to its end
+            yield data[:MAX_LINE], True
+            carry = b""
+            for rest in iter(lambda: handle.read(CHUNK), b""):
+                if b"\n" in rest:
+                    carry = rest[rest.index(b"\n") + 1:]
+                    break
+        else:
+            carry = data
+
+
+def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
+    """(line, cut) for each line of a chunk that a CANDIDATE word is in: the other lines are never decoded."""
+    last = -1
+    for match in CANDIDATE.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        if start <= last:
+            continue
+        end = data.find(b"\n", match.end())
+        end = len(data) if end < 0 else end
+        last = end
+        yield data[start:min(end, start + MAX_LINE)], end - start > MAX_LINE
+
+
+def nccl_lines(data: bytes) -> List[bytes]:
+    """The lines of a chunk NCCL wrote (for the path reader), found in C: no Python per line of the others."""
+    if b"NCCL" not in data:
+        return []
+    return [line[:MAX_LINE] for line in data.split(b"\n") if b"NCCL" in line]
+
+
+def _add_candidates(view: LogView, found, node: str, file_rank: Optional[int]) -> None:
+    for raw, cut in found:
+        if b"NCCL INFO" in raw and not _INFO_SAYS.search(raw):
+            continue                     # NCCL's own INFO is the path's, an error only where it says so
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        view.candidates += 1
+        view.cut_lines += cut
+        where, said = origin(line, node)
+        if file_rank is not None and not said.startswith("[rank"):
+            said = f"[rank{file_rank}]: {said}"
+        view.add(where, said)
 
 
 def read_logs(paths: List[str]) -> LogView:
@@ -214,18 +234,12 @@ def read_logs(paths: List[str]) -> LogView:
                 handle.seek(0)
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
-                for raw, cut in candidate_lines(handle):
-                    line = raw.decode("utf-8", "replace").rstrip("\r")
-                    if b"NCCL" in raw:
-                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job)   # the path NCCL took
-                        if _INFO.search(raw) and not _INFO_SAYS.search(raw):
-                            continue
-                    view.candidates += 1
-                    view.cut_lines += cut
-                    where, said = origin(line, node)
-                    if file_rank is not None and not said.startswith("[rank"):
-                        said = f"[rank{file_rank}]: {said}"
-                    view.add(where, said)
+                for data, cut_alone in chunks(handle):
+                    for raw in nccl_lines(data):          # the path NCCL took (onnode/ncclpath.py)
+                        line = raw.decode("utf-8", "replace").rstrip("\r")
+                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job)
+                    found = [(data, True)] if cut_alone else candidate_lines(data)
+                    _add_candidates(view, found, node, file_rank)
                 view.bytes_read += handle.tell()
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", path) from None
