@@ -68,16 +68,17 @@ def _write(path: str, size: int, block: str) -> int:
     return os.path.getsize(path)
 
 
-def timed(argv):
+def timed(argv, cwd=ROOT):
     """(wall seconds, peak memory MB of the child) for one command, its output discarded."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd,
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return time.perf_counter() - start, usage.ru_maxrss / 1024, proc.returncode
 
 
-def measure(work: str, size_mb: int, mix: str, repeat: int):
+def measure(work: str, size_mb: int, mix: str, repeat: int, checkout: str = ROOT):
     """(size, explain's median wall, wc -l's median wall, explain's peak memory, exit codes) on one mix."""
     path = os.path.join(work, f"job-{mix}.log")
     try:
@@ -86,7 +87,7 @@ def measure(work: str, size_mb: int, mix: str, repeat: int):
         runs, floors = [], []
         for _ in range(repeat):
             floors.append(timed(["wc", "-l", path]))
-            runs.append(timed([sys.executable, "-m", "clustercheck", "explain", path, "--json"]))
+            runs.append(timed([sys.executable, "-m", "clustercheck", "explain", path, "--json"], checkout))
     finally:
         os.remove(path)
     wall = sorted(r[0] for r in runs)[len(runs) // 2]
@@ -99,14 +100,17 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mix", choices=["progress", "nccl-info", "both"], default="both")
+    parser.add_argument("--checkout", default=ROOT, help="the clustercheck checkout whose explain runs (an earlier "
+                                                         "one, for a before / after on the same machine)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="clustercheck-bench-explain.")
     mixes = ["progress", "nccl-info"] if args.mix == "both" else [args.mix]
     try:
-        results = {mix: measure(work, args.size_mb, mix, args.repeat) for mix in mixes}
+        results = {mix: measure(work, args.size_mb, mix, args.repeat, args.checkout) for mix in mixes}
     finally:
         os.rmdir(work)
-    print(f"explain benchmark: {args.size_mb:,} MB logs, medians of {args.repeat} runs, {os.cpu_count()} CPUs\n")
+    print(f"explain benchmark ({os.path.abspath(args.checkout)}): {args.size_mb:,} MB logs, medians of {args.repeat} "
+          f"runs, {os.cpu_count()} CPUs\n")
     print("| mix | measure | value | ratio | target |")
     print("|---|---|---|---|---|")
     for mix, (size, wall, floor, memory, codes) in results.items():

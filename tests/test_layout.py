@@ -114,3 +114,17 @@ def test_architecture_lists_every_module():
     missing = [os.path.relpath(path, ROOT) for path in modules().values()
                if f"`{os.path.relpath(path, ROOT)}`" not in text]
     assert not missing, "docs/architecture.md does not name: " + ", ".join(missing)
+
+
+def test_the_layers_below_the_stages_import_no_stage_and_metrics_no_runner():
+    """The failure judge and the vocabulary serve smoke, explain and any gatherer: they know no stage; the metrics
+    package builds from findings and samples and sits below the runner (issue 43)."""
+    known = modules()
+    below = {"clustercheck.failure": "clustercheck.stages", "clustercheck.vocabulary": "clustercheck.stages",
+             "clustercheck.metrics": "clustercheck.runner"}
+    offenders = [f"{name} imports {target}" for name, path in known.items() for layer, above in below.items()
+                 if name.startswith(layer) for target in imports(path, known) if target.startswith(above)]
+    assert not offenders
+    explain_stages = {t for name, path in known.items() if name.startswith("clustercheck.explain")
+                      for t in imports(path, known) if t.startswith("clustercheck.stages.smoke")}
+    assert not explain_stages
