@@ -12,7 +12,7 @@ from clustercheck.core.result import Finding, Status
 from clustercheck.core.thresholds import EnvThresholds
 from clustercheck.node.facts import Probed
 from clustercheck.onnode import gpuprobe, kernlog
-from clustercheck.stages.device.dcgm import judge_dcgm
+from clustercheck.outputs.dcgm import judge_dcgm
 from clustercheck.transport.base import NodeResult, Outcome
 
 KINDS = ("nvidia-smi -q -x", "dcgmi diag", "kernel log (Xid)", "nccl-tests")
