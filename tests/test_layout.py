@@ -11,7 +11,8 @@ PACKAGES = ("clustercheck", "reference_train")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 # The judges: pure functions from gathered facts to findings, importable where neither the CLI nor SSH is.
-JUDGE_FILES = ("rules.py", "judges.py", "classify.py", "forensics.py", "fit.py", "topology.py", "xid.py")
+JUDGE_FILES = ("rules.py", "judges.py", "classify.py", "forensics.py", "fit.py", "topology.py", "xid.py",
+               "gpu_health.py", "dcgm.py")
 
 
 def modules():

@@ -11,6 +11,7 @@ from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.core.thresholds import EnvThresholds
 from clustercheck.node.facts import Probed
+from clustercheck.node.gpu_health import GpuFacts, gpu_health
 from clustercheck.onnode import gpuprobe, kernlog
 from clustercheck.outputs.dcgm import judge_dcgm
 from clustercheck.transport.base import NodeResult, Outcome
@@ -31,10 +32,8 @@ def kind_of(text: str) -> str:
 
 
 def _gpu_health(name: str, facts: dict) -> List[Finding]:
-    from clustercheck.stages.env.gpu_rules import gpu_health
-    from clustercheck.stages.env.rules import EnvContext
     probed = Probed(Node(name), NodeResult(name, Outcome.OK), facts=facts)
-    return gpu_health(EnvContext([probed], {name: {}}, EnvThresholds()))
+    return gpu_health(GpuFacts([probed], EnvThresholds()))
 
 
 def judge_recorded(path: str, text: str) -> List[Finding]:
