@@ -208,7 +208,8 @@ def test_what_healthy_runs_print_is_never_a_cause():
               "open shared object file: No such file or directory : when loading libnccl-net.so")
     assert is_warning(plugin)
     for line in ["[2024-01-01 10:00:00,000] [INFO] [config.py:1000:print]   zero_allow_untested_optimizer  False",
-                 "ddp_find_unused_parameters=None,", "  world_size ................... 8"]:
+                 "ddp_find_unused_parameters=None,", "  world_size ................... 8",
+                 "   RunTime=00:10:00 TimeLimit=1-00:00:00 TimeMin=N/A"]:      # scontrol show job, running
         assert read_line(line) is None, line
     oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     cause = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join([plugin, oom]))}, 600)

@@ -14,7 +14,8 @@ SLURM = "SchedMD/slurm "
 TORCH = "pytorch/pytorch "
 ROWS: List[Row] = [
     # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
-    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|TimeLimit|time limit exceeded|Job \d+ exceeded (?:its )?time", "scheduler",
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|Reason=TimeLimit|JobState=TIMEOUT|time limit exceeded|"
+                     r"Job \d+ exceeded (?:its )?time", "scheduler",
         "time limit", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\""),
     Row("scheduler", r"PBS: job killed: walltime \d+ exceeded limit|TERM_RUNLIMIT: job killed", "scheduler",
         "time limit (PBS, LSF)", "PBS's \"=>> PBS: job killed: walltime %d exceeded limit %d\"; LSF's TERM_RUNLIMIT"),
