@@ -1,5 +1,6 @@
-"""GPU health, judged per GPU (a judge below the stages: env, node-check and explain call it): memory faults (ECC counters, retired pages, remapped rows and the
-Xids that report them), other Xids by NVIDIA's catalogue, MIG, heat; and what could not be read.
+"""GPU health, judged per GPU (a judge below the stages: env, node-check and explain call it): memory faults
+(ECC counters, retired pages, remapped rows and the Xids that report them), other Xids by NVIDIA's catalogue,
+MIG, heat; and what could not be read.
 
 One finding per GPU fault, naming the node, the GPU's index and its PCI address, so a
 person can drain the node and file the ticket. Rows 23, 25 and 28 of docs/failures.md.

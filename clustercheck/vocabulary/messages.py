@@ -21,7 +21,8 @@ ROWS: List[Row] = [
         "time limit (PBS, LSF)", "PBS's \"=>> PBS: job killed: walltime %d exceeded limit %d\"; LSF's TERM_RUNLIMIT"),
     Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
         SLURM + "src/slurmd/slurmstepd/req.c: \"... DUE TO PREEMPTION ***\""),
-    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|Node \S+ failed, job", "scheduler",
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|"
+                     r"Node \S+ failed, job", "scheduler",
         "node failure", SLURM + "src/slurmd/slurmstepd/req.c \"... DUE TO NODE FAILURE ***\"; src/srun/srun_job.c "
                                 "\"Node failure on %s\""),
     Row("scheduler", r"CANCELLED AT \S+ DUE TO [A-Z]", "scheduler", "cancelled for a reason",
@@ -33,7 +34,8 @@ ROWS: List[Row] = [
     Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
                      r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
         SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
-    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM ?Killed|oom_kill|task \d+: Out Of Memory",
+    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM ?Killed|oom_kill|"
+                     r"task \d+: Out Of Memory",
         "killed", "oom-kill", SLURM + "task/cgroup: \"Detected %u oom-kill event(s) in %ps\"; srun: \"%s: task %d: "
                                       "Out Of Memory\""),
     # ---- the dynamic loader (glibc elf/dl-load.c, elf/dl-version.c, elf/dl-lookup.c) ------------------------------
@@ -73,8 +75,8 @@ ROWS: List[Row] = [
         "ds-config", "config assertion",
         "deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion: \"Check batch related parameters. "
         "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check; "
-        "runtime/zero/config.py; transformers integrations/deepspeed.py \"Please correct the following DeepSpeed config "
-        "values that mismatch TrainingArguments values\""),
+        "runtime/zero/config.py; transformers integrations/deepspeed.py \"Please correct the following DeepSpeed "
+        "config values that mismatch TrainingArguments values\""),
     # ---- torch.distributed: c10d store, rendezvous, watchdog (c10d/TCPStore.cpp, ProcessGroupNCCL.cpp, ------
     # ---- torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py) ------------------------------
     Row("c10d", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out|"
@@ -127,8 +129,8 @@ ROWS: List[Row] = [
                  r"Expected to mark a variable ready only once|has been marked as ready twice|"
                  r"Parameter indices which did not receive grad", "ddp-unused", "DDP reducer",
         TORCH + "torch/csrc/distributed/c10d/reducer.cpp: \"Expected to have finished reduction in the prior "
-                "iteration before starting a new one\", \"Expected to mark a variable ready only once\", \"Parameter at "
-                "index %d has been marked as ready twice\""),
+                "iteration before starting a new one\", \"Expected to mark a variable ready only once\", "
+                "\"Parameter at index %d has been marked as ready twice\""),
     Row("torch", r"Must flatten tensors (?:with uniform|on the same device)|"
                  r"`?FlatParameter`? requires uniform|must be uniform but got|"
                  r"Inconsistent compute device and `device_id`|FSDP only supports|"

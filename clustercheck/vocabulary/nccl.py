@@ -33,7 +33,8 @@ ROWS += [
     Row("nccl-warn", _GATE + r"(?:failed to extend (?:/dev/shm\S*)|Error while creating shared memory segment|shm_open|"
                      r"/dev/shm/nccl)", "shm", "NCCL WARN shm",
         _WARN + "src/misc/shmutils.cc: \"Error while creating shared memory segment %s (size %zu)\""),
-    Row("nccl-warn", _GATE + r"(?:socketPollConnect|socketStartConnect|socketConnect|Call to connect|Connect to \S+ failed|"
+    Row("nccl-warn", _GATE + r"(?:socketPollConnect|socketStartConnect|socketConnect|Call to connect|"
+                             r"Connect to \S+ failed|"
                      r"ncclSocketConnect|bootstrap)\b[^\n]*(?:returned|:)\s*[A-Z][a-z][\w ]+", "network",
         "NCCL WARN socket", _WARN + "src/misc/socket.cc: \"socketPollConnect: connect returned %s\"", via="errno"),
     Row("nccl-warn", _GATE + r"(?:NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+ failed)", "ib",

@@ -18,7 +18,7 @@ class Row(NamedTuple):
     code: str           # the space's own name for it: cudaErrorIllegalAddress, ENOSPC, NVML_ERROR_GPU_IS_LOST ...
     source: str         # the header, function or documented message the row is built from
     via: str = ""       # a space the cause lives in (NCCL's "Cuda failure '<text>'"): read the line there first
-    warns: bool = False  # a cause even where it is printed as a warning (torch: "Setting the available devices to be zero")
+    warns: bool = False  # a cause even where printed as a warning (torch: "Setting the available devices to be zero")
     tier: int = -1      # a row that proves less than its kind (kinds.py's tiers): -1, the kind's own
 
 

@@ -65,5 +65,6 @@ ROWS: List[Row] = ([_errno_row(name) for name in ERRNO_KINDS if hasattr(errno, n
                    [_signal_row(name) for name in SIGNAL_KINDS])
 # glibc's malloc aborts the process on a corrupted heap (malloc/malloc.c malloc_printerr): a native crash
 ROWS.append(Row("signal", r"free\(\): invalid (?:pointer|size)|double free or corruption|malloc\(\): corrupted|"
-                          r"corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer", "crashed", "heap corruption",
+                          r"corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer", "crashed",
+                "heap corruption",
                 "glibc malloc/malloc.c malloc_printerr: \"free(): invalid pointer\", \"double free or corruption\""))
