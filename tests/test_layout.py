@@ -118,14 +118,13 @@ def test_architecture_lists_every_module():
 
 
 def test_the_layers_below_the_stages_import_no_stage_and_metrics_no_runner():
-    """The failure judge and the vocabulary serve smoke, explain and any gatherer: they know no stage; the metrics
-    package builds from findings and samples and sits below the runner (issue 43)."""
+    """The judges below the stages (the failure judge and its vocabulary, the tools' outputs, the node layer's
+    GPU health) serve a stage, explain and any gatherer alike: they know no stage, and explain imports none; the
+    metrics package builds from findings and samples and sits below the runner (issue 43)."""
     known = modules()
     below = {"clustercheck.failure": "clustercheck.stages", "clustercheck.vocabulary": "clustercheck.stages",
-             "clustercheck.metrics": "clustercheck.runner"}
+             "clustercheck.outputs": "clustercheck.stages", "clustercheck.node": "clustercheck.stages",
+             "clustercheck.explain": "clustercheck.stages", "clustercheck.metrics": "clustercheck.runner"}
     offenders = [f"{name} imports {target}" for name, path in known.items() for layer, above in below.items()
                  if name.startswith(layer) for target in imports(path, known) if target.startswith(above)]
     assert not offenders
-    explain_stages = {t for name, path in known.items() if name.startswith("clustercheck.explain")
-                      for t in imports(path, known) if t.startswith("clustercheck.stages.smoke")}
-    assert not explain_stages
