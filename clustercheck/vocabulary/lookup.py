@@ -17,7 +17,7 @@ from clustercheck.vocabulary.table import WARNED_CAUSE, best_in, first_space
 
 class Meaning(NamedTuple):
     kind: str          # kinds.py
-    space: str         # table.SPACES
+    space: str         # spaces.SPACES
     code: str          # cudaErrorIllegalAddress, ENOSPC, SIGBUS, ncclSystemError, time limit ...
     detail: str        # what the context adds ("" when nothing)
     row_tier: int = -1  # where the row proves less than its kind (a bare SIGABRT, a cancellation with no reason)

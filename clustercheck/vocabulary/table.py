@@ -32,7 +32,10 @@ try:   # RE2's set matches every row at once in linear time: a line is read once
 
     _SET = re2.Set.SearchSet(re2.Options())
     for _row in ROWS:
-        _SET.Add(_row.match)
+        try:
+            _SET.Add(_row.match)
+        except re2.error as exc:
+            raise VocabularyError(f"row {_row.code!r} of space {_row.space!r}: RE2 cannot run it ({exc})") from None
     _SET.Compile()
 
     def _matching(line: str) -> List[int]:
