@@ -11,7 +11,7 @@ from clustercheck.ranks.runs import LaunchResult, NodeRun
 from clustercheck.stages.bench.expected import Expected
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
-from clustercheck.stages.bench.table import (
+from clustercheck.outputs.nccl_tests import (
     COLLECTIVES,
     HEADER,
     avg_busbw,

@@ -21,7 +21,7 @@ from clustercheck.stages.bench.expected import gbits, published
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.render import percent_line
 from clustercheck.stages.bench.rules import Expectations, judge_bench
-from clustercheck.stages.bench.table import parse_avg_busbw, parse_table
+from clustercheck.outputs.nccl_tests import parse_avg_busbw, parse_table
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-tests")
 

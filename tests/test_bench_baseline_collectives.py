@@ -15,11 +15,12 @@ import pytest
 from clustercheck.core.errors import EXIT_BAD_INPUT, InputError
 from clustercheck.core.result import Status
 from clustercheck.preflight.diff import diff_reports, load_report, render_changes
-from clustercheck.stages.bench.baseline import read_baseline, read_tables
+from clustercheck.outputs.nccl_tests import read_tables
+from clustercheck.stages.bench.baseline import read_baseline
 from clustercheck.stages.bench.options import BenchOptions
 from clustercheck.stages.bench.rules import Expectations, judge_bench
 from clustercheck.stages.bench.stage import expectations
-from clustercheck.stages.bench.table import parse_avg_busbw
+from clustercheck.outputs.nccl_tests import parse_avg_busbw
 from tests.conftest import clustercheck
 from tests.test_bench_baseline import sweep_facts
 

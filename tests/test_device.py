@@ -108,8 +108,8 @@ def _dcgm(name):
 
 
 def test_dcgm_diag_every_shape_read_a_failure_named_a_skip_never_ok_and_dcgm_s_own_errors_labelled():
-    from clustercheck.stages.device.dcgm import judge_dcgm
-    from clustercheck.stages.device.dcgm_read import parse_diag
+    from clustercheck.outputs.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm_read import parse_diag
     passed = judge_dcgm("n1", {"level": 2, "output": _dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json")})
     assert [(f.status, f.summary.split(":")[0]) for f in passed] == [(Status.OK, "dcgmi diag -r 2 on n1")]
     [power, eud] = judge_dcgm("n2", {"level": 3, "output": _dcgm("diag-r3-text-3.3.9-4xa10g-targeted-power-fail.txt")})
@@ -136,7 +136,7 @@ def test_dcgm_diag_every_shape_read_a_failure_named_a_skip_never_ok_and_dcgm_s_o
 def test_dcgm_a_persistence_mode_error_row_is_a_setting_with_its_command_not_a_gpu_to_replace():
     """Issue 35: the table's Error rows under a failed Deployment check were ignored, so persistence mode off on every
     GPU read as a hardware FAIL with "replace the GPU"; DCGM 3.1.8 on 8 H200 (the message cut at ~1,000 characters)."""
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     [setting, passed] = judge_dcgm("n1", {"level": 1, "output": _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt")})
     assert setting.status is Status.WARN and setting.nodes == ["n1"]
     assert setting.summary == ("dcgmi diag -r 1: Persistence Mode failed on n1, GPU 0, 1, 2, 3, 4, 5 (a setting, not "
@@ -150,7 +150,7 @@ def test_dcgm_a_persistence_mode_error_row_is_a_setting_with_its_command_not_a_g
 def test_dcgm_each_failed_check_gets_the_remedy_of_its_kind():
     """A cuInit failure on every GPU is the install (Fabric Manager, the driver), not eight GPUs to replace; DCGM 1.x
     Deployment checks failed without messages take the kind of the check."""
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     [cuda, skipped] = judge_dcgm("n1", {"level": 3, "output": _dcgm("diag-r3-text-3.3.8-8xh100-cuinit-fail-nccl-tests-264.txt")})
     assert cuda.status is Status.FAIL and "GPU 0, 1, 2, 3, 4, 5, 6, 7 (the driver / CUDA / DCGM install" in cuda.summary
     assert "nvidia-fabricmanager" in cuda.remedy and "replace the GPU for this" in cuda.remedy
@@ -167,7 +167,7 @@ def test_dcgm_a_pending_row_remap_on_an_error_row_is_a_gpu_to_reset_named():
     """No public table has a row-remap error; DCGM 3.x's Deployment check prints it as an Error row under
     "Page Retirement/Row Remap" (dcgmi/Diag.cpp; message DCGM_FR_PENDING_ROW_REMAP_MSG of v3.2.6): the 3.1.8 recording
     with that check failed and its Error row, the one change."""
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     text = _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt")
     message = "GPU 3 has uncorrectable memory errors and row remappings are pending"
     rows = [f"| {name:<25} | {message[i:i + 45]:<45}  |\n" for name, i in (("Error", 0), ("", 45))]
@@ -184,7 +184,7 @@ def test_dcgm_json_of_3_3_names_the_gpu_and_keeps_the_nested_message():
     that way, the one change."""
     import json
 
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     doc = json.loads(_dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json"))
     [test] = [t for c in doc["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"]
               if t["name"] == "Persistence Mode"]
@@ -200,7 +200,7 @@ def test_dcgm_json_of_3_3_names_the_gpu_and_keeps_the_nested_message():
 def test_dcgm_4_a_test_summary_that_failed_is_a_failure_and_a_runtime_error_is_said():
     import json
 
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     doc = json.loads(_dcgm("diag-r2-json-4.5.2-gb10-plugins-allowed.json"))
     [pcie] = [t for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "pcie"]
     pcie["test_summary"]["status"] = "Fail"       # every GPU entry still Pass: the one change
@@ -216,7 +216,7 @@ def test_dcgm_4_a_test_summary_that_failed_is_a_failure_and_a_runtime_error_is_s
 def test_dcgm_4_table_skips_are_counted_once_per_test():
     """A 4.x table says a skip twice: the test's row and each GPU's. The B200 recording with its memory test skipped,
     as 4.x prints a skip (the one change)."""
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     text = _dcgm("diag-r2-text-4.4.1-8xb200-pcie-fail-dcgm-253.txt")
     head, _, tail = text.partition("| memory                    | Pass ")
     memory, _, rest = tail.partition("+-----  Integration")
@@ -293,7 +293,7 @@ def test_gpus_torch_cannot_use_are_never_measured_as_a_cpu_and_never_ok(monkeypa
 def test_dcgm_warnings_and_an_exit_without_a_failed_test_are_said():
     import json
 
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     doc = json.loads(_dcgm("diag-r2-json-3.x-1xt4-all-pass-virtualclient.json"))
     [pcie] = [t for c in doc["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "PCIe"]
     pcie["results"][0]["status"] = "Warn"       # the recording, with its PCIe result changed here to Warn
@@ -427,7 +427,7 @@ def test_nvbandwidth_v0_2_is_read_and_an_output_that_cannot_be_read_is_unknown()
 def test_dcgm_a_cut_table_is_read_row_by_row_its_error_named_with_its_gpu_and_the_cut_unknown():
     """Issue 42: a log excerpt or a truncated capture of dcgmi diag's table. The cut variants are made here from
     the recorded outputs; an Error or Warning row is read even when its test's row or the table's ends are gone."""
-    from clustercheck.stages.device.dcgm import judge_dcgm
+    from clustercheck.outputs.dcgm import judge_dcgm
     lines = _dcgm("diag-r1-text-3.1.8-8xh200-persistence-error.txt").splitlines()
     error = next(i for i, line in enumerate(lines) if line.startswith("| Error"))
     excerpt = "\n".join(lines[error:error + 5])          # the Error row and four of its continuation rows, no more

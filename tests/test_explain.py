@@ -15,12 +15,12 @@ from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import classify
 from clustercheck.vocabulary import read_line
 from tests.conftest import clustercheck
-from tests.test_smoke_classify import UNSEEN, logs
+from tests.test_smoke_classify import HELD, UNSEEN, logs
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-@pytest.mark.parametrize("path, kind", list(logs()) + list(logs(UNSEEN)), ids=lambda v: os.path.basename(str(v)))
+@pytest.mark.parametrize("path, kind", list(logs()) + list(logs(UNSEEN)) + list(logs(HELD)), ids=lambda v: os.path.basename(str(v)))
 def test_explain_names_what_smoke_names_on_every_recorded_failure(path, kind):
     text = open(path, errors="replace").read()
     smoke = classify({"log": NodeRun("log", exit_code=1, stderr=text)}, 600)

@@ -11,7 +11,8 @@ PACKAGES = ("clustercheck", "reference_train")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 # The judges: pure functions from gathered facts to findings, importable where neither the CLI nor SSH is.
-JUDGE_FILES = ("rules.py", "judges.py", "classify.py", "forensics.py", "fit.py", "topology.py", "xid.py")
+JUDGE_FILES = ("rules.py", "judges.py", "classify.py", "forensics.py", "fit.py", "topology.py", "xid.py",
+               "gpu_health.py", "dcgm.py")
 
 
 def modules():
@@ -114,3 +115,16 @@ def test_architecture_lists_every_module():
     missing = [os.path.relpath(path, ROOT) for path in modules().values()
                if f"`{os.path.relpath(path, ROOT)}`" not in text]
     assert not missing, "docs/architecture.md does not name: " + ", ".join(missing)
+
+
+def test_the_layers_below_the_stages_import_no_stage_and_metrics_no_runner():
+    """The judges below the stages (the failure judge and its vocabulary, the tools' outputs, the node layer's
+    GPU health) serve a stage, explain and any gatherer alike: they know no stage, and explain imports none; the
+    metrics package builds from findings and samples and sits below the runner (issue 43)."""
+    known = modules()
+    below = {"clustercheck.failure": "clustercheck.stages", "clustercheck.vocabulary": "clustercheck.stages",
+             "clustercheck.outputs": "clustercheck.stages", "clustercheck.node": "clustercheck.stages",
+             "clustercheck.explain": "clustercheck.stages", "clustercheck.metrics": "clustercheck.runner"}
+    offenders = [f"{name} imports {target}" for name, path in known.items() for layer, above in below.items()
+                 if name.startswith(layer) for target in imports(path, known) if target.startswith(above)]
+    assert not offenders

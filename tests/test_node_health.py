@@ -93,7 +93,7 @@ def test_events_before_the_driver_last_loaded_are_history():
 
 
 def test_xid_154_to_none_is_ok_and_an_unknown_xid_is_not():
-    from clustercheck.stages.env.xid import status_of
+    from clustercheck.node.xid import status_of
     assert status_of(154, line="GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)") is Status.OK
     assert status_of(154, line="GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)") is Status.FAIL
     assert status_of(9999) is Status.WARN

@@ -13,6 +13,7 @@ from clustercheck.stages.smoke.classify import classify, is_warning, torchrun_fa
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "smoke-logs")
 UNSEEN = os.path.join(os.path.dirname(__file__), "data", "failure-logs")   # issue 37's, gathered before its vocabulary
+HELD = os.path.join(os.path.dirname(__file__), "data", "failure-logs-43")  # issue 43's build half, before its rows
 AS_KIND = {"client-socket": "rendezvous", "oom-killer": "killed", "node-down": "peer-lost"}
 # pytorch#121209's excerpt holds only torchrun's summary (exit code 1 everywhere): the NCCL error of
 # the issue's title is not in the text, so the honest answer is the rank that failed first.
@@ -39,6 +40,10 @@ RANKS = {
     "unclassified-no-valid-samples-torchrun-llamafactory-8323.txt": [0],
     "cuda-error-device-assert-bce-watchdog-thread-pytorch-112488.txt": [1],
     "oom-killer-sigkill-root-cause-cppo-6.txt": [0],
+    "deepspeedai-deepspeed-5570.txt": [1],
+    "huggingface-peft-484.txt": [0],
+    "noaa-emc-global-workflow-1301.txt": [2],
+    "sgl-project-sglang-851.txt": [0],
 }
 # Lines other ranks print around a failure, taken from the logs here: warnings and peers' echoes.
 OTHER_RANKS = [
@@ -65,17 +70,18 @@ def node_stderr(text, ranks_per_node):
 
 
 def test_the_corpus_is_real_and_large_enough():
-    kinds = [kind for _, kind in logs()] + [kind for _, kind in logs(UNSEEN)]
+    kinds = [kind for folder in (DATA, UNSEEN, HELD) for _, kind in logs(folder)]
     assert len(kinds) >= 114
     assert {"import", "oom", "killed", "nccl", "watchdog", "rendezvous", "ib", "peer-lost", "disk-full", "permission",
             "overflow", "op-build", "duplicate-gpu", "hostname", "cuda-error", "unclassified", "shm", "open-files",
-            "port-in-use", "scheduler", "network", "gpu-hardware", "cuda-build", "cuda-setup", "code"} <= set(kinds)
-    for path, _ in list(logs()) + list(logs(UNSEEN)):
+            "port-in-use", "scheduler", "network", "gpu-hardware", "cuda-build", "cuda-setup", "code", "loader",
+            "ddp-unused", "checkpoint-mismatch", "hub-offline"} <= set(kinds)
+    for path, _ in list(logs()) + list(logs(UNSEEN)) + list(logs(HELD)):
         assert os.path.exists(path), path
 
 
 @pytest.mark.parametrize("ranks_per_node", [1, 2, 8])
-@pytest.mark.parametrize("path, kind", list(logs()) + list(logs(UNSEEN)), ids=lambda v: os.path.basename(str(v)))
+@pytest.mark.parametrize("path, kind", list(logs()) + list(logs(UNSEEN)) + list(logs(HELD)), ids=lambda v: os.path.basename(str(v)))
 def test_each_recorded_failure_is_named_for_what_it_is(path, kind, ranks_per_node):
     name = os.path.basename(path)
     text = open(path, errors="replace").read()

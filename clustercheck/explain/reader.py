@@ -19,12 +19,16 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 try:   # RE2 (google-re2) scans for many words at once in linear time: Python's re would be 10x slower here
     import re2 as fast_re
+    _OPTIONS = fast_re.Options()
+    _OPTIONS.max_mem = 64 << 20     # the table's rows make a large automaton: room for its DFA
 except ImportError:    # pragma: no cover - the package depends on it; a slower scan, the same lines
     fast_re = re
 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
 from clustercheck.onnode import ncclpath
+from clustercheck.failure.lines import STRUCTURE
+from clustercheck.vocabulary.table import prefilter_source
 
 CHUNK = 8 * 2 ** 20
 MAX_LINE = 64 * 1024          # a longer line is read cut (said in the result)
@@ -34,22 +38,17 @@ SNIFF = 64 * 1024
 NUL = b"\0"
 RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
 
-# A line worth reading: errors and warnings in their many forms, signals and exits, launchers' and schedulers'
-# summaries. Everything else (progress, NCCL INFO, losses) is skipped in C speed, never decoded.
-CANDIDATE = fast_re.compile(
-    rb"(?m)Error|error|ERROR|WARN|Exception|FAIL|[Ff]ailed|[Ff]ailure|Fatal|fatal|Traceback|[Ss]ignal|SIG[A-Z]|"
-    rb"exitcode|exit code|exit status|return code|Killed|killed|CANCELLED|PREEMPT|Errno|errno|[Tt]imed out|timeout|"
-    rb"refused|[Dd]enied|No space|Too many|No route|unreachable|core dumped|Bus error|Segmentation|Aborted|"
-    rb"Assertion|assert|undefined symbol|No module|not found|oom|OOM|out of memory|Duplicate|NCCL|nccl|CUDA|cuda|"
-    rb"Xid|ssh|resolve|[Uu]nknown host|nan\b|NaN|\binf\b|Inf\b|overflow|loss scale|ninja|nvcc|Root Cause|"
-    rb"Failures:|^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:|"
-    rb"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|\d\] INFO |FI_HMEM")
+# A line worth the classifier's reading: one a row of the vocabulary's table names, or one of the shapes the
+# classifier reads (errors in their own words, launchers' summaries). NCCL's own lines go to the path reader
+# (nccl_lines). Everything else (progress, losses, NCCL's INFO) is skipped in C speed, never decoded.
+CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE])).encode(),
+                            **({"options": _OPTIONS} if fast_re is not re else {}))
 # NCCL's own INFO lines (and those a poster stripped of their prefix) go to the path reader alone: an INFO line is
 # never a failure (a plugin NCCL did not find and the dlerror it quotes), NCCL says its errors with WARN. One
 # exception: a connect NCCL retries (socket.cc's "connect ... returned Connection refused, retrying") is the only
 # word of an unreachable peer in a log cut before NCCL gives up, so the classifier weighs it with the rest
 _RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
-_NCCL_BARE = re.compile(rb"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|"
+_NCCL_BARE = re.compile(rb"(?m)^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|"
                         rb"\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
 
 
@@ -160,42 +159,63 @@ def rank_of_file(path: str) -> Optional[int]:
 
 
 # ---- streaming -------------------------------------------------------------------------------------------
-def candidate_lines(handle) -> Iterator[Tuple[bytes, bool]]:
-    """(line, cut) for each line a CANDIDATE word is in, read in chunks: the other lines are never decoded."""
+def chunks(handle) -> Iterator[Tuple[bytes, bool]]:
+    """(whole lines, cut) read CHUNK bytes at a time; a line longer than a chunk comes alone, its start only (cut)."""
     carry = b""
     while True:
         chunk = handle.read(CHUNK)
         if not chunk and not carry:
             return
         data = carry + chunk
-        if chunk:
-            cut = data.rfind(b"\n")
-            if cut < 0:            # one line longer than a chunk: read its start, skip to its end
-                if len(data) > MAX_LINE:
-                    yield data[:MAX_LINE], True
-                    carry = b""
-                    for rest in iter(lambda: handle.read(CHUNK), b""):
-                        if b"\n" in rest:
-                            carry = rest[rest.index(b"\n") + 1:]
-                            break
-                else:
-                    carry = data
-                continue
-            data, carry = data[:cut + 1], data[cut + 1:]
-        else:
-            carry = b""
-        last = -1
-        for match in CANDIDATE.finditer(data):
-            start = data.rfind(b"\n", 0, match.start()) + 1
-            if start <= last:
-                continue
-            end = data.find(b"\n", match.end())
-            end = len(data) if end < 0 else end
-            last = end
-            line = data[start:min(end, start + MAX_LINE)]
-            yield line, end - start > MAX_LINE
         if not chunk:
+            yield data, False
             return
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            data, carry = data[:cut + 1], data[cut + 1:]
+            yield data, False
+        elif len(data) > MAX_LINE:       # one line longer than a chunk: read its start, skip to its end
+            yield data[:MAX_LINE], True
+            carry = b""
+            for rest in iter(lambda: handle.read(CHUNK), b""):
+                if b"\n" in rest:
+                    carry = rest[rest.index(b"\n") + 1:]
+                    break
+        else:
+            carry = data
+
+
+def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
+    """(line, cut) for each line of a chunk that a CANDIDATE word is in: the other lines are never decoded."""
+    last = -1
+    for match in CANDIDATE.finditer(data):
+        start = data.rfind(b"\n", 0, match.start()) + 1
+        if start <= last:
+            continue
+        end = data.find(b"\n", match.end())
+        end = len(data) if end < 0 else end
+        last = end
+        yield data[start:min(end, start + MAX_LINE)], end - start > MAX_LINE
+
+
+def nccl_lines(data: bytes) -> List[bytes]:
+    """The lines of a chunk NCCL wrote (for the path reader), found in C: no Python per line of the others."""
+    if _NCCL_BARE.search(data) is None:          # every line NCCL wrote with its prefix says NCCL
+        return [line[:MAX_LINE] for line in data.split(b"\n") if b"NCCL" in line] if b"NCCL" in data else []
+    return [line[:MAX_LINE] for line in data.split(b"\n") if b"NCCL" in line or _NCCL_BARE.search(line)]
+
+
+def _add_candidates(view: LogView, found, node: str, file_rank: Optional[int]) -> None:
+    for raw, cut in found:
+        if b"WARN" not in raw and (b"NCCL INFO" in raw or _NCCL_BARE.search(raw)) and not _RETRY.search(raw):
+            continue                     # NCCL's own INFO is the path's, never a failure
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        view.candidates += 1
+        view.cut_lines += cut
+        where, said = origin(line, node)
+        if file_rank is not None and not said.startswith("[rank"):
+            said = f"[rank{file_rank}]: {said}"
+        view.add(where, said)
 
 
 def read_logs(paths: List[str]) -> LogView:
@@ -223,19 +243,12 @@ def read_logs(paths: List[str]) -> LogView:
                 handle.seek(0)
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
-                for raw, cut in candidate_lines(handle):
-                    line = raw.decode("utf-8", "replace").rstrip("\r")
-                    if b"NCCL" in raw or _NCCL_BARE.search(raw):
-                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node)   # the path NCCL took
-                        if b"WARN" not in raw and (b"NCCL INFO" in raw or _NCCL_BARE.search(raw)) and \
-                                not _RETRY.search(raw):
-                            continue
-                    view.candidates += 1
-                    view.cut_lines += cut
-                    where, said = origin(line, node)
-                    if file_rank is not None and not said.startswith("[rank"):
-                        said = f"[rank{file_rank}]: {said}"
-                    view.add(where, said)
+                for data, cut_alone in chunks(handle):
+                    for raw in nccl_lines(data):          # the path NCCL took (onnode/ncclpath.py)
+                        line = raw.decode("utf-8", "replace").rstrip("\r")
+                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node)
+                    found = [(data, True)] if cut_alone else candidate_lines(data)
+                    _add_candidates(view, found, node, file_rank)
                 view.bytes_read += handle.tell()
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", path) from None

@@ -11,8 +11,10 @@ from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.core.thresholds import EnvThresholds
 from clustercheck.node.facts import Probed
+from clustercheck.node.gpu_health import GpuFacts, gpu_health
 from clustercheck.onnode import gpuprobe, kernlog
-from clustercheck.stages.device.dcgm import judge_dcgm
+from clustercheck.outputs.dcgm import judge_dcgm
+from clustercheck.outputs.nccl_tests import PLACEMENTS, read_tables
 from clustercheck.transport.base import NodeResult, Outcome
 
 KINDS = ("nvidia-smi -q -x", "dcgmi diag", "kernel log (Xid)", "nccl-tests")
@@ -31,10 +33,8 @@ def kind_of(text: str) -> str:
 
 
 def _gpu_health(name: str, facts: dict) -> List[Finding]:
-    from clustercheck.stages.env.gpu_rules import gpu_health
-    from clustercheck.stages.env.rules import EnvContext
     probed = Probed(Node(name), NodeResult(name, Outcome.OK), facts=facts)
-    return gpu_health(EnvContext([probed], {name: {}}, EnvThresholds()))
+    return gpu_health(GpuFacts([probed], EnvThresholds()))
 
 
 def judge_recorded(path: str, text: str) -> List[Finding]:
@@ -55,7 +55,6 @@ def judge_recorded(path: str, text: str) -> List[Finding]:
         return _gpu_health(name, {"gpu": {"gpus": []}, "kernel_log": {"readable": True, "source": name,
                                                                        "xid": events, "xid_not_kept": not_kept}})
     if kind == KINDS[3]:
-        from clustercheck.stages.bench.baseline import PLACEMENTS, read_tables
         tables = read_tables(text)
         rows = [row for table in tables for row in table.rows]
         if not rows:

@@ -14,9 +14,8 @@ from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.explain.reader import LogView, read_logs
 from clustercheck.explain.recorded import judge_recorded
 from clustercheck.explain import nccl_view
-from clustercheck.ranks.runs import NodeRun
-from clustercheck.stages.smoke.classify import UNCLASSIFIED, Cause, classify
-from clustercheck.stages.smoke.signatures import is_error, is_warning, signature_of
+from clustercheck.failure.classify import UNCLASSIFIED, Cause, NodeLines, classify
+from clustercheck.failure.lines import is_error, is_warning, signature_of
 
 
 @dataclass
@@ -66,8 +65,8 @@ def explain(paths: List[str]) -> Explained:
     for path, text in view.recorded.items():
         result.findings += judge_recorded(path, text)
     if view.lines and telling(view):
-        runs = {node: NodeRun(node, exit_code=1, stderr="\n".join(lines)) for node, lines in view.lines.items()}
-        cause = classify(runs, 0)
+        cause = classify({node: NodeLines(lines) for node, lines in view.lines.items()})
+        assert cause is not None, "every node of a log has ended: the judge always names a cause"
         result.cause = {"kind": cause.kind, "nodes": cause.nodes, "ranks": cause.ranks,
                         "local_ranks": cause.local_ranks, "summary": cause.summary, "remedy": cause.remedy,
                         "evidence": cause.evidence}

@@ -69,7 +69,7 @@ class StageView:
 def finish(view, out: OutputOptions) -> NoReturn:
     command = invocation()
     if out.pushgateway:      # before the views: a push that failed is a finding of the run
-        from clustercheck.metrics.run import push_run
+        from clustercheck.runner.push import push_run
         finding = push_run(out.pushgateway, view.stages, view.run, view.name)
         if hasattr(view, "result") and finding not in view.result.findings:
             view.result.findings.append(finding)

@@ -23,13 +23,14 @@ from clustercheck.onnode.nodelib import read
 from clustercheck.stages.device.gather import gather_devices
 from clustercheck.stages.device.options import DeviceOptions
 from clustercheck.stages.device.rules import judge_devices
-from clustercheck.stages.env import fabric_rules, gpu_rules, rules, topology
+from clustercheck.node import gpu_health
+from clustercheck.stages.env import fabric_rules, rules, topology
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 from clustercheck.transport.fanout import Cluster, FanoutOptions
 
 JUDGES = (  # the node's own health: what one node can tell about itself (topology compares with no other node here)
-    gpu_rules.gpu_health, gpu_rules.unchecked, topology.judge, fabric_rules.ports, fabric_rules.counters, rules.shm,
+    gpu_health.gpu_health, gpu_health.unchecked, topology.judge, fabric_rules.ports, fabric_rules.counters, rules.shm,
     rules.memlock, rules.workdir)
 NAGIOS = {Status.OK: "OK", Status.WARN: "WARNING", Status.FAIL: "CRITICAL", Status.UNKNOWN: "UNKNOWN"}
 REASON_MAX = 200

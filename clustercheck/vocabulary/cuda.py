@@ -5,12 +5,15 @@ numbers. Source: NVIDIA CUDA Runtime API reference, `enum cudaError` (driver_typ
 
 Each code belongs to a family, and the family is the kind of failure (kinds.py): memory, setup (the driver,
 the device's visibility or state), build (kernels not made for this GPU), hardware, kernel (a kernel failed).
+Each code is one row of the table (table.py), matching it in every form the stack prints it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, List, NamedTuple
+
+from clustercheck.vocabulary.spaces import Row
 
 
 class CudaError(NamedTuple):
@@ -72,53 +75,34 @@ _TABLE = """
 909 Timeout wait operation timed out|cuda-error
 999 Unknown unknown error|cuda-error
 """
-ERRORS = []
+ERRORS: List[CudaError] = []
 for _row in _TABLE.strip().splitlines():
     _head, _kind = _row.split("|")
     _number, _name, _text = _head.split(" ", 2)
     ERRORS.append(CudaError(int(_number), "cudaError" + _name, "" if _text == "-" else _text, _kind))
-BY_NUMBER: Dict[int, CudaError] = {e.number: e for e in ERRORS}
-BY_NAME: Dict[str, CudaError] = {e.name.lower(): e for e in ERRORS}
 # The driver's CUresult names where they are not the runtime's name in upper snake case (same numbers).
-DRIVER_NAMES = {"OUT_OF_MEMORY": 2, "NOT_INITIALIZED": 3, "DEINITIALIZED": 4, "NO_BINARY_FOR_GPU": 209,
-                "LAUNCH_FAILED": 719, "INVALID_CONTEXT": 201, "INVALID_IMAGE": 200, "ECC_UNCORRECTABLE": 214,
-                "NVLINK_UNCORRECTABLE": 220, "ASSERT": 710}
+_DRIVER_ALIASES = {2: ["OUT_OF_MEMORY"], 3: ["NOT_INITIALIZED"], 4: ["DEINITIALIZED"], 209: ["NO_BINARY_FOR_GPU"],
+                   719: ["LAUNCH_FAILED"], 201: ["INVALID_CONTEXT"], 200: ["INVALID_IMAGE"],
+                   214: ["ECC_UNCORRECTABLE"], 220: ["NVLINK_UNCORRECTABLE"], 710: ["ASSERT"]}
+_SAID = r"(?:CUDA (?:driver )?error|Cuda failure|CUDA failure|cuda runtime error \(\d+\))\s*:?\s*'?"
+SOURCE = "CUDA Runtime API enum cudaError (driver_types.h), cudaGetErrorString; Driver API CUresult (cuda.h)"
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name[len("cudaError"):]).upper()
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name[len("cudaError"):]).upper()
 
 
-for _error in ERRORS:
-    DRIVER_NAMES.setdefault(_snake(_error.name), _error.number)
-_TEXTS = sorted(((e.text.lower().rstrip("."), e) for e in ERRORS if len(e.text) > 12), key=lambda t: -len(t[0]))
+def _row(error: CudaError) -> Row:
+    names = [_snake(error.name)] + _DRIVER_ALIASES.get(error.number, [])
+    forms = [rf"\b{error.name}\b", rf"\bCUDA_ERROR_(?:{'|'.join(names)})\b",
+             rf"(?i:cuda runtime error) \({error.number}\)", rf"CUDA error {error.number}\b",
+             rf"WARN Cuda failure {error.number}\b"]     # NCCL 2.19+: "NCCL WARN Cuda failure %d '%s'"
+    if len(error.text) > 12:     # a text short enough to be any word is read only by name and number
+        forms.append(rf"(?i:{_SAID}{re.escape(error.text.rstrip('.'))})")
+    if error.text:               # c10/cuda/CUDAFunctions.cpp: "Error %d: %s"
+        forms.append(rf"\bError {error.number}: {re.escape(error.text.rstrip('.'))}")
+    return Row("cuda", "|".join(forms), error.kind, error.name, SOURCE)
 
 
-def by_text(text: str) -> Optional[CudaError]:
-    """The error whose cudaGetErrorString text starts `text` ("an illegal memory access was encountered ...")."""
-    lowered = text.lower().strip()
-    return next((e for t, e in _TEXTS if lowered.startswith(t)), None)
-
-
-def find(line: str) -> Optional[CudaError]:
-    """The CUDA error a line shows, in any of the forms torch, the driver, NCCL and cuBLAS print it."""
-    match = re.search(r"\b(cudaError\w+)", line)
-    if match and match.group(1).lower() in BY_NAME:
-        return BY_NAME[match.group(1).lower()]
-    match = re.search(r"\bCUDA_ERROR_([A-Z_]+)", line)
-    if match and match.group(1) in DRIVER_NAMES:
-        return BY_NUMBER.get(DRIVER_NAMES[match.group(1)])
-    match = re.search(r"cuda runtime error \((\d+)\)", line, re.I) or re.search(r"CUDA error (\d+)\b", line)
-    if match and int(match.group(1)) in BY_NUMBER:
-        return BY_NUMBER[int(match.group(1))]
-    match = re.search(r"(?:CUDA (?:driver )?error|Cuda failure|CUDA failure|cuda runtime error \(\d+\))\s*:?\s*'?([^'\n]+)",
-                      line, re.I)
-    if match and by_text(match.group(1)):
-        return by_text(match.group(1))
-    if re.search(r"CUBLAS_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_INTERNAL_ERROR|CUDNN_STATUS_EXECUTION_FAILED", line):
-        return BY_NUMBER[719]    # cuBLAS's / cuDNN's kernel failed: the launch failure family
-    if re.search(r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED", line):
-        return BY_NUMBER[2]
-    if re.search(r"CUBLAS_STATUS_ARCH_MISMATCH|CUDNN_STATUS_ARCH_MISMATCH", line):
-        return BY_NUMBER[209]
-    return None
+ROWS: List[Row] = [_row(error) for error in ERRORS]
+BY_NAME: Dict[str, CudaError] = {e.name: e for e in ERRORS}

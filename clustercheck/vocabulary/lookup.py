@@ -1,28 +1,34 @@
-"""One line read through every error space: the entry it shows, refined by its context.
+"""One line read through the table (table.py): the row it shows, refined by its context.
 
-The spaces are tried from the most specific to the most general (a scheduler's own verdict, NCCL's WARN
-families, a CUDA error in any of its forms, torch.distributed's errors, an errno, a signal, NCCL's result codes,
-Python's own exceptions, SSH). A line that only advises ("run with NCCL_DEBUG=INFO for details") shows nothing.
+The spaces are read in their order; the first that names the line names it, by the row whose kind ranks best.
+A row that says its cause lives in another space (NCCL's "Cuda failure '<text>'", a socket's errno text) is read
+there first. A line that only advises ("run with NCCL_DEBUG=INFO for details") shows nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import List, NamedTuple, Optional, Tuple
 
-from clustercheck.vocabulary import cuda, nccl, system
 from clustercheck.vocabulary.kinds import KINDS
+from clustercheck.vocabulary.table import WARNED_CAUSE, best_in, first_space
 
 
 class Meaning(NamedTuple):
     kind: str          # kinds.py
-    space: str         # cuda, nccl, errno, signal, torch, scheduler, python, ssh
-    code: str          # cudaErrorIllegalAddress, ENOSPC, SIGBUS, ncclSystemError, DUE TO TIME LIMIT ...
+    space: str         # spaces.SPACES
+    code: str          # cudaErrorIllegalAddress, ENOSPC, SIGBUS, ncclSystemError, time limit ...
     detail: str        # what the context adds ("" when nothing)
+    row_tier: int = -1  # where the row proves less than its kind (a bare SIGABRT, a cancellation with no reason)
 
     @property
     def tier(self) -> int:
-        return KINDS[self.kind].tier
+        return self.row_tier if self.row_tier >= 0 else KINDS[self.kind].tier
+
+    @property
+    def rank(self) -> int:
+        return KINDS[self.kind].rank
 
     @property
     def summary(self) -> str:
@@ -37,47 +43,14 @@ class Meaning(NamedTuple):
 ADVICE = re.compile(r"\(?run with NCCL_DEBUG=\w+[^)]*\)?|NCCL_DEBUG=(?:INFO|WARN)(?: for details)?|"
                     r"TORCH_CPP_LOG_LEVEL=\w+|CUDA_LAUNCH_BLOCKING=1|TORCH_USE_CUDA_DSA")
 
-# (space, pattern, kind, code): messages whose words are the entry (schedulers, torch.distributed, Python, SSH).
-_MESSAGES = [
-    ("scheduler", r"DUE TO TIME LIMIT|TimeLimit|time limit exceeded|Job \d+ exceeded (?:its )?time", "scheduler",
-     "time limit"),
-    ("scheduler", r"DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption"),
-    ("scheduler", r"(?:JOB|STEP) \d+(?:\.\d+)? ON \S+ CANCELLED AT|CANCELLED AT \S+ DUE TO", "scheduler", "cancelled"),
-    ("scheduler", r"oom[-_]kill event|Exceeded job memory limit|OOM Killed|oom_kill", "killed", "oom-kill"),
-    ("torch", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out|"
-              r"ProcessGroupNCCL's watchdog got stuck", "watchdog",
-     "collective timeout"),
-    ("torch", r"Rendezvous(?:Timeout|Closed|Connection|State)Error|RendezvousTimeoutError", "rendezvous",
-     "RendezvousError"),
-    ("torch", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|[Ss]tore[_ ]based[_ ]barrier|"
-              r"Socket Timeout|client socket has timed out|TCPStore\b.*(?:timed out|timeout)|"
-              r"The server socket has failed to listen|c10d\].*timed out|connect\(\) timed out", "rendezvous",
-     "c10d store"),
-    ("python", r"unrecognized arguments: --local[-_]rank", "launch-args", "--local-rank"),
-    ("python", r"(?:ModuleNotFound|Import)Error\b|(?:ModuleNotFound|Import)Error(?=(?:ModuleNotFound|Import)Error)|"
-               r"No module named '", "import", "ImportError"),
-    ("python", r"^\s*(?:\S+:\s*)?MemoryError\b", "host-oom", "MemoryError"),
-    ("torch", r"Expected all tensors to be on the same device|size mismatch for|shapes cannot be multiplied|"
-              r"Expected (?:object of )?scalar type|must match the size of tensor|mat1 and mat2 shapes", "code",
-     "tensor mismatch"),
-    ("torch", r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory", "oom", "OutOfMemoryError"),
-    ("ssh", r"Permission denied \((?:publickey|password|gssapi)|Host key verification failed|"
-            r"ssh: connect to host \S+ port \d+|ssh exited with exit code 255|ssh check has failed|"
-            r"not reachable via ssh|'ssh [^']*' returned non-zero exit status 255", "ssh", "ssh"),
-]
-MESSAGES: List[Tuple[str, "re.Pattern[str]", str, str]] = [(space, re.compile(pattern), kind, code)
-                                                           for space, pattern, kind, code in _MESSAGES]
 # (kind, context, refined kind, what it means then): the same entry in another context is another cause.
 _CONTEXT = [
     ("disk-full", r"/dev/shm|shared memory|shm_", "shm", "the full filesystem is /dev/shm"),
     ("crashed", r"DataLoader|\bworker \(pid|shared memory|/dev/shm|\bshm\b", "shm",
      "a DataLoader worker's shared memory (/dev/shm) ran out (SIGBUS)"),
     ("network", r"TCPStore|c10d|rendezvous|rdzv|store", "rendezvous", "the rendezvous store could not be reached"),
-    ("missing-file", r"\.so(?:\.\d+)*\b|lib\w+\.so", "import", "a shared library is missing"),
+    ("missing-file", r"\.so(?:\.\d+)*\b|lib\w+\.so", "loader", "a shared library is missing"),
     ("permission", r"publickey|\bssh\b", "ssh", ""),
-    ("import", r"undefined symbol", "import",
-     "a compiled extension (flash-attn, apex, a DeepSpeed op) was built against another torch or CUDA: reinstall it "
-     "for the torch this node runs"),
     ("cuda-error", r"ProcessGroupNCCL|[Ww]atchdog|NCCL", "cuda-error",
      "NCCL's watchdog saw it: the GPU faulted (dmesg: Xid) or an earlier kernel did"),
     ("network", r"\bfe80:|%ib\d|link-local", "network", "NCCL bound an IPv6 link-local address"),
@@ -93,53 +66,33 @@ def _refine(meaning: Meaning, line: str) -> Meaning:
     return meaning
 
 
-def _cuda(line: str) -> Optional[Meaning]:
-    found = cuda.find(line)
-    return Meaning(found.kind, "cuda", found.name, "") if found else None
+_CUDA_SAID = re.compile(r"Cuda failure\s*(?:\d+ )?'?([^'\n]*)")
 
 
-def _space_of(line: str) -> Optional[Meaning]:
-    family = nccl.warn_family(line)
-    if family:
-        kind_family, match = family
-        if kind_family.space == "cuda":
-            text = next(g for g in match.groups()[::-1] if g)
-            found = cuda.by_text(text)
-            if found:
-                return Meaning(found.kind, "nccl", found.name, f"NCCL's CUDA call failed: {text}")
-        elif kind_family.space == "errno":
-            name = system.errno_by_text(line)
-            if name:
-                return Meaning(system.ERRNO_KINDS[name], "errno", name, "")
-        return Meaning(kind_family.kind, "nccl", "NCCL WARN", "")
-    for space, pattern, kind, code in MESSAGES[:4]:      # a scheduler's own verdict outranks what it interrupted
-        if pattern.search(line):
-            return Meaning(kind, space, code, "")
-    found = _cuda(line)
-    if found:
-        return found
-    named = system.find_errno(line)
-    if named:
-        return Meaning(system.ERRNO_KINDS[named[0]], "errno", named[0], "")
-    for space, pattern, kind, code in MESSAGES[4:7]:
-        if pattern.search(line):
-            return Meaning(kind, space, code, "")
-    ended = system.find_signal(line)
-    if ended:
-        return Meaning(system.SIGNAL_KINDS[ended[0]], "signal", ended[0], "")
-    result = nccl.result(line)
-    if result:
-        return Meaning(result[3], "nccl", result[1], "")
-    for space, pattern, kind, code in MESSAGES[7:]:
-        if pattern.search(line):
-            return Meaning(kind, space, code, "")
-    return None
+def _read(line: str) -> Optional[Meaning]:
+    found = first_space(line)
+    if found is None:
+        return None
+    row, match = found
+    if row.via:
+        inner = best_in(row.via, line[match.start():])
+        if inner:
+            said = _CUDA_SAID.search(line) if row.via == "cuda" else None
+            return Meaning(inner[0].kind, row.via, inner[0].code,
+                           f"NCCL's CUDA call failed: {said.group(1).strip()}" if said else "")
+    return Meaning(row.kind, row.space, row.code, "", row.tier)
 
 
+@functools.lru_cache(maxsize=65536)    # ranks print the same lines over and over
 def read_line(line: str) -> Optional[Meaning]:
-    """The error-space entry a line shows, refined by its context; None when it shows none."""
+    """The table's row a line shows, refined by its context; None when it shows none."""
     text = ADVICE.sub("", line)
     if not text.strip():
         return None
-    meaning = _space_of(text)
+    meaning = _read(text)
     return _refine(meaning, text) if meaning else None
+
+
+def cause_despite_warning(line: str) -> bool:
+    """Whether a line printed as a warning is a cause all the same (a row marked `warns`)."""
+    return bool(WARNED_CAUSE.search(line))

@@ -5,7 +5,9 @@ naming the space its cause lives in (a CUDA failure, a socket's errno, /dev/shm,
 from __future__ import annotations
 
 import re
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List
+
+from clustercheck.vocabulary.spaces import Row
 
 RESULTS = {   # number -> (name, text, kind)
     1: ("ncclUnhandledCudaError", "unhandled cuda error", "nccl"),
@@ -16,50 +18,27 @@ RESULTS = {   # number -> (name, text, kind)
     6: ("ncclRemoteError", "remote process exited or there was a network error", "nccl"),
     8: ("ncclTimeout", "timeout", "watchdog"),
 }
-BY_NAME = {name.lower(): (number, name, text, kind) for number, (name, text, kind) in RESULTS.items()}
-
-
-class WarnFamily(NamedTuple):
-    pattern: "re.Pattern[str]"
-    space: str          # where the cause is read from: cuda, errno, or a kind directly
-    kind: str           # the kind when the space adds nothing
-
+_SOURCE = "NVIDIA/nccl src/nccl.h.in ncclResult_t, src/init.cc ncclGetErrorString"
+# torch: "NCCL error in: <file>:<line>, <ncclGetErrorString's text>", older "NCCL error: <text>"
+ROWS: List[Row] = [Row("nccl", rf"\b{name}\b|NCCL [Ee]rror[^:\n]*:\s*(?:[^\n]*, )?{re.escape(text)}", kind, name,
+                       _SOURCE) for name, text, kind in RESULTS.values()]
 
 # What the WARN lines of NCCL's transports and bootstrap say, by the code that prints them (src/transport/*,
-# src/misc/socket.cc, src/misc/shmutils.cc, src/include/checks.h).
-WARN_FAMILIES: List[WarnFamily] = [
-    WarnFamily(re.compile(r"Cuda failure '([^']+)'|Cuda failure (\d+) '([^']+)'"), "cuda", "nccl"),
-    WarnFamily(re.compile(r"failed to extend (/dev/shm\S*)|Error while creating shared memory segment|"
-                          r"shm_open|/dev/shm/nccl"), "kind", "shm"),
-    WarnFamily(re.compile(r"(?:socketPollConnect|socketStartConnect|socketConnect|Call to connect|Connect to \S+ "
-                          r"failed|ncclSocketConnect|bootstrap)\b.*?(?:returned|:)\s*([A-Z][a-z][\w ]+)"), "errno",
-               "network"),
-    WarnFamily(re.compile(r"NET/IBP?\s*:.*(?:completion|status|error)|ibv_\w+ failed|Call to ibv_\w+ failed"), "kind",
-               "ib"),
-    WarnFamily(re.compile(r"Duplicate GPU detected"), "kind", "duplicate-gpu"),
+# src/misc/socket.cc, src/misc/shmutils.cc, src/include/checks.h). `via`: the space the cause is read in.
+_WARN = "NVIDIA/nccl WARN lines: "
+_GATE = r"(?:NCCL|\bWARN\b)[^\n]*"     # the words below mean NCCL's only on a line NCCL (or its WARN) wrote
+ROWS += [
+    Row("nccl-warn", r"(?:NCCL WARN|\.(?:cc|cu|h):\d+ WARN)[^\n]*Cuda failure", "nccl", "NCCL WARN Cuda failure",
+        _WARN + "src/include/checks.h CUDACHECK: \"Cuda failure '%s'\"", via="cuda"),
+    Row("nccl-warn", _GATE + r"(?:failed to extend (?:/dev/shm\S*)|Error while creating shared memory segment|shm_open|"
+                     r"/dev/shm/nccl)", "shm", "NCCL WARN shm",
+        _WARN + "src/misc/shmutils.cc: \"Error while creating shared memory segment %s (size %zu)\""),
+    Row("nccl-warn", _GATE + r"(?:socketPollConnect|socketStartConnect|socketConnect|Call to connect|"
+                             r"Connect to \S+ failed|"
+                     r"ncclSocketConnect|bootstrap)\b[^\n]*(?:returned|:)\s*[A-Z][a-z][\w ]+", "network",
+        "NCCL WARN socket", _WARN + "src/misc/socket.cc: \"socketPollConnect: connect returned %s\"", via="errno"),
+    Row("nccl-warn", _GATE + r"(?:NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+ failed)", "ib",
+        "NCCL WARN NET/IB", _WARN + "src/transport/net_ib.cc: \"NET/IB : Got completion from peer %s with error %d\""),
+    Row("nccl-warn", r"Duplicate GPU detected", "duplicate-gpu", "NCCL WARN Duplicate GPU",
+        _WARN + "src/init.cc: \"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx\""),
 ]
-
-
-def result(line: str) -> Optional[Tuple[int, str, str, str]]:
-    """The ncclResult_t a line names (by name, or by ncclGetErrorString's text after "NCCL error")."""
-    match = re.search(r"\b(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|"
-                      r"RemoteError|Timeout))\b", line)
-    if match:
-        return BY_NAME[match.group(1).lower()]
-    match = re.search(r"NCCL (?:error|Error)[^:]*:\s*(.+)", line)
-    if match:
-        said = match.group(1).lower()
-        for number, (name, text, kind) in RESULTS.items():
-            if said.startswith(text) or f", {text}" in said or f"{text} " in said[:len(text) + 1]:
-                return number, name, text, kind
-    return None
-
-
-def warn_family(line: str) -> Optional[Tuple[WarnFamily, "re.Match[str]"]]:
-    if "NCCL WARN" not in line and " WARN " not in line and "NCCL" not in line:
-        return None
-    for family in WARN_FAMILIES:
-        match = family.pattern.search(line)
-        if match:
-            return family, match
-    return None

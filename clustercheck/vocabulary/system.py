@@ -12,7 +12,10 @@ import errno
 import os
 import re
 import signal
-from typing import Dict, Optional, Tuple
+from typing import Dict, List
+
+from clustercheck.vocabulary.kinds import FAILED
+from clustercheck.vocabulary.spaces import Row
 
 # errno name -> kind (kinds.py); the others are known by name and text but lead to no kind of their own.
 ERRNO_KINDS: Dict[str, str] = {
@@ -22,62 +25,54 @@ ERRNO_KINDS: Dict[str, str] = {
     "EPIPE": "peer-lost", "EACCES": "permission", "EPERM": "permission", "EROFS": "permission",
     "ENOENT": "missing-file",
 }
-# signal name -> kind; SIGTERM, SIGINT and SIGHUP are how launchers and schedulers stop ranks: never a cause alone
-# (SIGABRT neither: C++'s terminate after an exception, NCCL's watchdog's own abort; the rank's lines say why)
+# errnos whose text alone is no failure: "df: /root/.triton/autotune: No such file or directory" is a script's
+# aside in a healthy log; the same text after an error, a failed call or from the shell that could not start a
+# program is one
+CONTEXT_ONLY = {"ENOENT"}
+# signal name -> kind; SIGTERM, SIGINT and SIGHUP are how launchers and schedulers stop ranks: never a cause
+# (SIGABRT is C++'s terminate after an exception, NCCL's watchdog's own abort: a crash only where nothing says why)
 SIGNAL_KINDS: Dict[str, str] = {"SIGKILL": "killed", "SIGSEGV": "crashed", "SIGILL": "crashed", "SIGFPE": "crashed",
-                                "SIGBUS": "crashed"}
-ERRNO_BY_NUMBER = {number: name for number, name in errno.errorcode.items()}
-ERRNO_TEXTS = sorted(((os.strerror(getattr(errno, name)), name) for name in ERRNO_KINDS if hasattr(errno, name)),
-                     key=lambda t: -len(t[0]))
-_TEXT_RE = re.compile("|".join(re.escape(text) for text, _ in ERRNO_TEXTS))
-_BY_TEXT = {text: name for text, name in ERRNO_TEXTS}
-SIGNAL_BY_NUMBER = {int(s): s.name for s in signal.Signals}
-_SIGNAL_TEXTS = {"Bus error": "SIGBUS", "Segmentation fault": "SIGSEGV", "Illegal instruction": "SIGILL",
-                 "Aborted": "SIGABRT", "Floating point exception": "SIGFPE", "Killed": "SIGKILL"}
+                                "SIGBUS": "crashed", "SIGABRT": "crashed"}
+# ...but a SIGABRT proves only that the rank failed (the launcher's tier): a cause its lines show says more
+WEAK_SIGNALS = {"SIGABRT"}
+_SIGNAL_TEXTS = {"SIGBUS": "Bus error", "SIGSEGV": "Segmentation fault", "SIGILL": "Illegal instruction",
+                 "SIGFPE": "Floating point exception", "SIGKILL": "Killed", "SIGABRT": "Aborted"}
 
 
-def find_errno(line: str) -> Optional[Tuple[str, str]]:
-    """(name, how it was said) of the errno a line shows, among those with a meaning here."""
-    match = re.search(r"\[Errno (\d+)\]|\berrno[ =:]+(\d+)|\berror (\d+)\b(?=.*(?:socket|connect))", line)
-    if match:
-        name = ERRNO_BY_NUMBER.get(int(next(g for g in match.groups() if g)))
-        if name in ERRNO_KINDS:
-            return name, match.group(0)
-    match = re.search(r"\b(E[A-Z]{3,11})\b", line)
-    if match and match.group(1) in ERRNO_KINDS:
-        return match.group(1), match.group(0)
-    match = _TEXT_RE.search(line)
-    if match:
-        return _BY_TEXT[match.group(0)], match.group(0)
-    return None
+def _errno_row(name: str) -> Row:
+    number = getattr(errno, name)
+    text = re.escape(os.strerror(number))
+    if name in CONTEXT_ONLY:    # said by every tool of a script (df, ls, cat): a cause only where something failed on it
+        text = (rf"(?:[Ee]rror|[Ee]rrno|cannot|can't|[Ff]ailed|FAILED|[Ff]atal)[^\n]*{text}|"
+                rf"^\s*(?:[\w./-]*/)?(?:(?:ba|z)?sh|python[\d.]*|srun|torchrun|deepspeed|exec|env): [^\n]*{text}")
+    forms = [rf"\[Errno {number}\]", rf"\berrno[ =:]+{number}\b", rf"\berror {number}\b[^\n]*(?:socket|connect)",
+             rf"\b{name}\b", text]
+    return Row("errno", "|".join(forms), ERRNO_KINDS[name], name,
+               f"the platform's errno {name} ({number}, os.strerror: {os.strerror(number)!r})")
 
 
-def errno_by_text(text: str) -> Optional[str]:
-    match = _TEXT_RE.search(text)
-    return _BY_TEXT[match.group(0)] if match else None
+def _signal_row(name: str) -> Row:
+    number = int(getattr(signal, name))
+    forms = [rf"Signal {number} \({name}\)", rf"<Signals\.{name}: {number}>",
+             rf"exitcode\s*:\s*-{number}\b|exit(?:ed)? with (?:exit )?code -{number}\b|return code = -{number}\b|"
+             rf"exit status -{number}\b|died with signal {number}\b|[Cc]aught signal {number}\b|"
+             rf"terminated by signal {number}\b|terminated with signal {name}\b",
+             rf"killed by signal:? {_SIGNAL_TEXTS[name]}"]
+    if name not in ("SIGKILL", "SIGABRT"):   # "Killed" alone is any word; the others are the shell's report of a crash
+        forms.append(rf"\b{_SIGNAL_TEXTS[name]}\b")
+    if name == "SIGABRT":
+        forms.append(r"\bAborted \(core dumped\)|terminate called after throwing an instance of")
+    if name == "SIGKILL":      # the shell's own report of a killed child: "Killed" alone on its line, or bash's
+        forms.append(r"^\s*Killed\s*$|\d+ Killed\s+\S")
+    return Row("signal", "|".join(forms), SIGNAL_KINDS[name], name,
+               f"the platform's signal {name} ({number}) as torchrun, multiprocessing and the shell print it",
+               tier=FAILED if name in WEAK_SIGNALS else -1)
 
 
-_SIGNAL_FORMS = [
-    re.compile(r"Signal (\d+) \((SIG[A-Z]+)\)"),
-    re.compile(r"<Signals\.(SIG[A-Z]+): (\d+)>"),
-    re.compile(r"exitcode\s*:\s*-(\d+)\b|exit(?:ed)? with (?:exit )?code -(\d+)\b|return code = -(\d+)\b|"
-               r"exit status -(\d+)\b|died with signal (\d+)|[Cc]aught signal (\d+)|terminated by signal (\d+)"),
-    re.compile(r"killed by signal:? (Bus error|Segmentation fault|Killed|Aborted|Illegal instruction)"),
-    re.compile(r"\b(Bus error|Segmentation fault|Illegal instruction|Floating point exception)\b(?: \(core dumped\))?"),
-]
-
-
-def find_signal(line: str) -> Optional[Tuple[str, str]]:
-    """(SIGNAME, how it was said) of the signal a line says ended a process, among those with a meaning here."""
-    for form in _SIGNAL_FORMS:
-        match = form.search(line)
-        if not match:
-            continue
-        values = [g for g in match.groups() if g]
-        name = next((v for v in values if v.startswith("SIG")), None)
-        if name is None:
-            first = values[0]
-            name = SIGNAL_BY_NUMBER.get(int(first)) if first.isdigit() else _SIGNAL_TEXTS.get(first)
-        if name in SIGNAL_KINDS:
-            return name, match.group(0)
-    return None
+ROWS: List[Row] = ([_errno_row(name) for name in ERRNO_KINDS if hasattr(errno, name)] +
+                   [_signal_row(name) for name in SIGNAL_KINDS])
+# glibc's malloc aborts the process on a corrupted heap (malloc/malloc.c malloc_printerr): a native crash
+ROWS.append(Row("signal", r"free\(\): invalid (?:pointer|size)|double free or corruption|malloc\(\): corrupted|"
+                          r"corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer", "crashed",
+                "heap corruption",
+                "glibc malloc/malloc.c malloc_printerr: \"free(): invalid pointer\", \"double free or corruption\""))

@@ -15,13 +15,12 @@ at the same sizes: an average over 8 B to 16 GB and one over 1 KB to 64 MB are d
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from clustercheck.core.errors import InputError
 from clustercheck.display.report_files import read_document
-from clustercheck.stages.bench.table import COLLECTIVES, PLACEMENTS, parse_row, peak_cell, strip_tag
+from clustercheck.outputs.nccl_tests import COLLECTIVES, PLACEMENTS, LogTable, peak_cell, read_tables
 
 
 @dataclass
@@ -63,74 +62,6 @@ FACTORS = {"all_reduce": (1.0, 2.0), "reduce_scatter": (0.5, 1.0), "all_gather":
            "alltoall": (0.5, 1.0), "broadcast": (1.0, 1.0), "reduce": (1.0, 1.0), "sendrecv": (1.0, 1.0)}
 TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2,
               "int32": 4, "uint32": 4, "int": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8}
-
-_HEADER_RE = re.compile(r"^#\s+size\s+count\s+type\s+(.*?)\s*time\s+algbw")
-_STARTING_RE = re.compile(r"Collective test starting: (\w+?)_perf")
-_PLAIN_ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([a-z]\w*)\s+(.*)$")
-_CELL_RE = re.compile(r"^(N/A|-?\d+(\.\d*)?(e[-+]?\d+)?)$")
-
-
-@dataclass
-class LogTable:
-    """One nccl-tests table: its columns between type and time (None: no header line seen), rows, where."""
-    line: int
-    columns: Optional[Tuple[str, ...]]
-    starting: Optional[str] = None          # the name on the "Collective test starting" line before it
-    rows: List[Dict] = field(default_factory=list)
-
-
-def plain_row(line: str, counts_wrong: bool = False) -> Optional[Dict]:
-    """A row without a redop cell (old all_gather and sendrecv, old broadcast with its root, the empty redop
-    of old alltoall and of 2.13.0-1's non-reductions): size, count, type, [root], then time, algbw, busbw and
-    error or (counts_wrong: the header says #wrong) #wrong for each placement."""
-    match = _PLAIN_ROW_RE.match(line)
-    if not match:
-        return None
-    cells = match.group(4).split()
-    row: Dict = {"size": int(match.group(1)), "count": int(match.group(2)), "type": match.group(3)}
-    if len(cells) == 9 and re.fullmatch(r"-?\d+", cells[0]):
-        row["root"] = int(cells.pop(0))
-    if len(cells) != 8 or not all(_CELL_RE.match(c) for c in cells):
-        return None
-    for placement, chunk in zip(PLACEMENTS, (cells[0:4], cells[4:8])):
-        if "N/A" in chunk[1:3] and chunk[0] != "N/A":
-            return None
-        if chunk[0] != "N/A":
-            row[placement] = {"time_us": float(chunk[0]), "algbw": float(chunk[1]), "busbw": float(chunk[2]),
-                              "wrong": float(chunk[3]) if counts_wrong and chunk[3] != "N/A" else None}
-            if not counts_wrong and chunk[3] != "N/A":
-                row[placement]["error"] = float(chunk[3])
-    return row
-
-
-def _current_row(line: str) -> Optional[Dict]:
-    """table.parse_row, where an N/A among a placement's numbers makes no row rather than a ValueError."""
-    try:
-        return parse_row(line)
-    except ValueError:
-        return None
-
-
-def read_tables(text: str) -> List[LogTable]:
-    """The tables of an nccl-tests output, each with the rows under its header (any format, tagged or not)."""
-    tables: List[LogTable] = []
-    starting, counts_wrong = None, False
-    for number, line in enumerate(map(strip_tag, text.splitlines()), 1):
-        match = _STARTING_RE.search(line)
-        header = _HEADER_RE.match(line)
-        if match:
-            starting = match.group(1)
-        elif header:
-            tables.append(LogTable(number, tuple(header.group(1).split()), starting))
-            starting, counts_wrong = None, "#wrong" in line
-        elif not line.lstrip().startswith("#"):
-            row = _current_row(line) or plain_row(line, counts_wrong)
-            if row is not None:
-                if not tables:
-                    tables.append(LogTable(number, None, starting))
-                tables[-1].rows.append(row)
-    return [table for table in tables if table.rows]
-
 
 def _kinds(table: LogTable) -> Tuple[Set[str], Set[str], List[str]]:
     """What the redop and root cells can be (several where rows disagree or no header says), and in words."""

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 
 from clustercheck.onnode.rounds import Isolation, exchange_gbps, replay
 from clustercheck.ranks.runs import LaunchResult
-from clustercheck.stages.bench.table import PLACEMENTS, add_bandwidths, avg_busbw
+from clustercheck.outputs.nccl_tests import PLACEMENTS, add_bandwidths, avg_busbw
 
 
 @dataclass

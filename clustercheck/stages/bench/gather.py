@@ -25,7 +25,7 @@ from clustercheck.ranks.torchrun import run_torchrun, ship
 from clustercheck.stages.bench.expected import Expected, published
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.options import BenchOptions, format_size
-from clustercheck.stages.bench.table import COLLECTIVES, bandwidths
+from clustercheck.outputs.nccl_tests import COLLECTIVES, bandwidths
 from clustercheck.transport.fanout import Cluster
 
 # Test-only: capture NCCL's log on Gloo too, where NCCL writes none (the sandbox's ranks write a recorded one,

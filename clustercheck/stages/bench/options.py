@@ -12,7 +12,7 @@ import click
 from clustercheck.core.errors import InputError
 from clustercheck.runner.options import (FiniteRange, deadline_option, opt, rdzv_port_option, resolve_stall_window,
                                          stall_window_option)
-from clustercheck.stages.bench.table import COLLECTIVES
+from clustercheck.outputs.nccl_tests import COLLECTIVES
 
 PAIR_MODES = ["auto", "adaptive", "full", "off"]
 

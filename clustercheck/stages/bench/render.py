@@ -14,7 +14,7 @@ from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.runs import launched_by
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.rules import nccl_paths
-from clustercheck.stages.bench.table import format_table, peak
+from clustercheck.outputs.nccl_tests import format_table, peak
 
 
 def sweep_tables(facts: BenchFacts) -> List[str]:

@@ -20,7 +20,7 @@ from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
 from clustercheck.ranks.runs import LaunchResult
 from clustercheck.stages.bench.baseline import Baseline, by_size, compare
 from clustercheck.stages.bench.facts import BenchFacts
-from clustercheck.stages.bench.table import PLACEMENTS, peak
+from clustercheck.outputs.nccl_tests import PLACEMENTS, peak
 
 SLOW_PAIR_RATIO = SLOW  # a node whose pairs' median is below this fraction of the other pairs' is slow
 SLOW_LINK_RATIO = 0.2   # one pair is a single, noisy measurement: slow only when far below the rest

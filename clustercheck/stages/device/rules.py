@@ -17,7 +17,7 @@ from clustercheck.core.compare import median
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status, run_judges
 from clustercheck.stages.device import expected, nvbandwidth
-from clustercheck.stages.device.dcgm import judge_dcgm
+from clustercheck.outputs.dcgm import judge_dcgm
 from clustercheck.stages.device.facts import METRICS, UNIT, Device, DeviceFacts
 
 # A device below this share of its peers' median: GPUs of one model differ by 5% and more (ml-engineering),

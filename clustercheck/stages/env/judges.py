@@ -10,13 +10,14 @@ from clustercheck.core.result import Finding, run_judges, worst
 from clustercheck.core.thresholds import Config
 from clustercheck.node.facts import Probed
 from clustercheck.node.judges import judge_nodes
+from clustercheck.node import gpu_health
 from clustercheck.node.neighbours import neighbour_tables
-from clustercheck.stages.env import fabric_rules, gpu_held, gpu_rules, rules, topology
+from clustercheck.stages.env import fabric_rules, gpu_held, rules, topology
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.rules import EnvContext
 
 JUDGES: Sequence[Callable[[EnvContext], List[Finding]]] = [
-    *rules.JUDGES, gpu_rules.gpu_health, gpu_held.held, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_rules.unchecked,
+    *rules.JUDGES, gpu_health.gpu_health, gpu_held.held, fabric_rules.ports, fabric_rules.counters, topology.judge, gpu_health.unchecked,
     lambda ctx: neighbour_tables({p.name: p.facts for p in ctx.ok}, len(ctx.probed)),
 ]
 

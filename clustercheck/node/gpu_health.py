@@ -1,5 +1,6 @@
-"""GPU health, judged per GPU: memory faults (ECC counters, retired pages, remapped rows and the
-Xids that report them), other Xids by NVIDIA's catalogue, MIG, heat; and what could not be read.
+"""GPU health, judged per GPU (a judge below the stages: env, node-check and explain call it): memory faults
+(ECC counters, retired pages, remapped rows and the Xids that report them), other Xids by NVIDIA's catalogue,
+MIG, heat; and what could not be read.
 
 One finding per GPU fault, naming the node, the GPU's index and its PCI address, so a
 person can drain the node and file the ticket. Rows 23, 25 and 28 of docs/failures.md.
@@ -12,9 +13,9 @@ from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.facts import get, gpus, pci_key
-from clustercheck.stages.env.rules import EnvContext
-from clustercheck.stages.env.xid import MEMORY_XIDS, lookup, status_of
+from clustercheck.core.thresholds import EnvThresholds
+from clustercheck.node.facts import Probed, get, gpus, pci_key
+from clustercheck.node.xid import MEMORY_XIDS, lookup, status_of
 
 HW_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"}
 # NVIDIA's page retirement limits: a GPU with 60 pages retired for double-bit errors, or 64 in
@@ -31,6 +32,14 @@ REMEDIES = {
            "reboot; a process sees one MIG slice, and NCCL's MIG support is experimental and without P2P",
     "heat": "check cooling and power capping (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
 }
+
+
+@dataclass
+class GpuFacts:
+    """What the GPU judges read: the nodes whose probe document came back, and the thresholds. env's context
+    is one; explain builds one around a recorded nvidia-smi output or kernel log."""
+    ok: List[Probed]
+    limits: EnvThresholds
 
 
 @dataclass
@@ -151,7 +160,7 @@ def gpu_reports(doc: Dict, temp_warn_c: float) -> Dict[str, GpuReport]:
     return {pci: r for pci, r in reports.items() if r.faults}
 
 
-def gpu_health(ctx: EnvContext) -> List[Finding]:
+def gpu_health(ctx: GpuFacts) -> List[Finding]:
     """Rows 23 and 25: one finding per GPU fault, with the GPU's index and PCI address."""
     findings = []
     for p in ctx.ok:
@@ -200,7 +209,7 @@ def _seen(nodes: List) -> List[str]:
     return lines
 
 
-def unchecked(ctx: EnvContext) -> List[Finding]:
+def unchecked(ctx: GpuFacts) -> List[Finding]:
     """What could not be read is said, per what and why: never an OK that claims more than was seen."""
     groups: Dict[Tuple[str, str], List[str]] = {}
     for p in ctx.ok:

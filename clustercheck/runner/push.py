@@ -1,5 +1,6 @@
 """A run's results as metrics: each stage's findings and figures, the verdict, the time, the healthy and failed
-nodes; and the push of them (runner/output.py calls it for every command given --pushgateway)."""
+nodes, handed to the metrics package (which builds from findings and samples alone, below the runner); and the
+push of them (runner/output.py calls it for every command given --pushgateway)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
-"""Collectives, their bus-bandwidth factors, and the nccl-tests table.
+"""Collectives, their bus-bandwidth factors, and the nccl-tests table, written and read (below the stages:
+bench writes and compares it, explain judges a user's recorded output with the same reader).
 
 Each collective declares what its size S means and its bus-bandwidth factor, as in
 nccl-tests' doc/PERFORMANCE.md: algbw = S / t, busbw = algbw x factor, GB/s base 10.
-The table is printed the way nccl-tests prints it, so numbers can be set side by side.
+The table is printed the way nccl-tests prints it, so numbers can be set side by side; read_tables reads
+every table of an output in any of the formats nccl-tests has printed (stages/bench/baseline.py tells which
+collective each measured).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 
@@ -152,3 +155,71 @@ def parse_table(text: str) -> List[Dict]:
 def parse_avg_busbw(text: str) -> Optional[float]:
     match = re.search(r"Avg bus bandwidth\s*:\s*([\d.]+)", text)
     return float(match.group(1)) if match else None
+
+
+# ---- every table of an nccl-tests output, whatever its format ------------------------------------------
+_HEADER_RE = re.compile(r"^#\s+size\s+count\s+type\s+(.*?)\s*time\s+algbw")
+_STARTING_RE = re.compile(r"Collective test starting: (\w+?)_perf")
+_PLAIN_ROW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([a-z]\w*)\s+(.*)$")
+
+
+@dataclass
+class LogTable:
+    """One nccl-tests table: its columns between type and time (None: no header line seen), rows, where."""
+    line: int
+    columns: Optional[Tuple[str, ...]]
+    starting: Optional[str] = None          # the name on the "Collective test starting" line before it
+    rows: List[Dict] = field(default_factory=list)
+
+
+def plain_row(line: str, counts_wrong: bool = False) -> Optional[Dict]:
+    """A row without a redop cell (old all_gather and sendrecv, old broadcast with its root, the empty redop
+    of old alltoall and of 2.13.0-1's non-reductions): size, count, type, [root], then time, algbw, busbw and
+    error or (counts_wrong: the header says #wrong) #wrong for each placement."""
+    match = _PLAIN_ROW_RE.match(line)
+    if not match:
+        return None
+    cells = match.group(4).split()
+    row: Dict = {"size": int(match.group(1)), "count": int(match.group(2)), "type": match.group(3)}
+    if len(cells) == 9 and re.fullmatch(r"-?\d+", cells[0]):
+        row["root"] = int(cells.pop(0))
+    if len(cells) != 8 or not all(_CELL_RE.match(c) for c in cells):
+        return None
+    for placement, chunk in zip(PLACEMENTS, (cells[0:4], cells[4:8])):
+        if "N/A" in chunk[1:3] and chunk[0] != "N/A":
+            return None
+        if chunk[0] != "N/A":
+            row[placement] = {"time_us": float(chunk[0]), "algbw": float(chunk[1]), "busbw": float(chunk[2]),
+                              "wrong": float(chunk[3]) if counts_wrong and chunk[3] != "N/A" else None}
+            if not counts_wrong and chunk[3] != "N/A":
+                row[placement]["error"] = float(chunk[3])
+    return row
+
+
+def _current_row(line: str) -> Optional[Dict]:
+    """parse_row, where an N/A among a placement's numbers makes no row rather than a ValueError."""
+    try:
+        return parse_row(line)
+    except ValueError:
+        return None
+
+
+def read_tables(text: str) -> List[LogTable]:
+    """The tables of an nccl-tests output, each with the rows under its header (any format, tagged or not)."""
+    tables: List[LogTable] = []
+    starting, counts_wrong = None, False
+    for number, line in enumerate(map(strip_tag, text.splitlines()), 1):
+        match = _STARTING_RE.search(line)
+        header = _HEADER_RE.match(line)
+        if match:
+            starting = match.group(1)
+        elif header:
+            tables.append(LogTable(number, tuple(header.group(1).split()), starting))
+            starting, counts_wrong = None, "#wrong" in line
+        elif not line.lstrip().startswith("#"):
+            row = _current_row(line) or plain_row(line, counts_wrong)
+            if row is not None:
+                if not tables:
+                    tables.append(LogTable(number, None, starting))
+                tables[-1].rows.append(row)
+    return [table for table in tables if table.rows]

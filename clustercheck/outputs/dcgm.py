@@ -20,8 +20,8 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.result import Finding, Status
-from clustercheck.stages.device.dcgm_codes import BY_ID, CODES, Code
-from clustercheck.stages.device.dcgm_read import CUT_TEST, Diag, DiagResult, Message, parse_diag
+from clustercheck.outputs.dcgm_codes import BY_ID, CODES, Code
+from clustercheck.outputs.dcgm_read import CUT_TEST, Diag, DiagResult, Message, parse_diag
 
 # kind -> (status, what it is, remedy)
 KINDS: Dict[str, Tuple[Status, str, str]] = {

@@ -1,0 +1,3 @@
+"""Why a job failed, judged from facts alone: every node's lines (by rank where they say which) and how its
+launcher ended, read through the vocabulary (clustercheck/vocabulary). A layer below the stages: smoke turns
+its runs into these facts, explain its user's files; both call the same `classify`."""

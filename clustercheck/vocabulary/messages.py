@@ -1,0 +1,152 @@
+"""The spaces whose entries are messages, each taken from the project that prints it: Slurm's srun and slurmstepd,
+the dynamic loader (glibc), the Hugging Face hub, DeepSpeed's config, torch.distributed's store, rendezvous and
+watchdog (torchelastic of every version), Python's import machinery, torch's own checks (DDP's reducer,
+load_state_dict, devices, shapes), SSH. Each row cites the file (or function) whose message it reads."""
+
+from __future__ import annotations
+
+from typing import List
+
+from clustercheck.vocabulary.kinds import FAILED
+from clustercheck.vocabulary.spaces import Row
+
+SLURM = "SchedMD/slurm "
+TORCH = "pytorch/pytorch "
+ROWS: List[Row] = [
+    # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|Reason=TimeLimit|JobState=TIMEOUT|time limit exceeded|"
+                     r"Job \d+ exceeded (?:its )?time", "scheduler",
+        "time limit", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\""),
+    Row("scheduler", r"PBS: job killed: walltime \d+ exceeded limit|TERM_RUNLIMIT: job killed", "scheduler",
+        "time limit (PBS, LSF)", "PBS's \"=>> PBS: job killed: walltime %d exceeded limit %d\"; LSF's TERM_RUNLIMIT"),
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
+        SLURM + "src/slurmd/slurmstepd/req.c: \"... DUE TO PREEMPTION ***\""),
+    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|"
+                     r"Node \S+ failed, job", "scheduler",
+        "node failure", SLURM + "src/slurmd/slurmstepd/req.c \"... DUE TO NODE FAILURE ***\"; src/srun/srun_job.c "
+                                "\"Node failure on %s\""),
+    Row("scheduler", r"CANCELLED AT \S+ DUE TO [A-Z]", "scheduler", "cancelled for a reason",
+        SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO %s ***\" (JOB REQUEUE, ...)"),
+    Row("scheduler", r"(?:JOB|STEP) \d+(?:\.\d+)? ON \S+ CANCELLED AT \S+ \*\*\*", "scheduler",
+        "cancelled", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s ***\" (no reason: "
+                             "scancel, or Slurm ending the step after a task failed: any cause a rank shows says more)",
+        tier=FAILED),
+    Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
+                     r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
+        SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
+    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM ?Killed|oom_kill|"
+                     r"task \d+: Out Of Memory",
+        "killed", "oom-kill", SLURM + "task/cgroup: \"Detected %u oom-kill event(s) in %ps\"; srun: \"%s: task %d: "
+                                      "Out Of Memory\""),
+    # ---- the dynamic loader (glibc elf/dl-load.c, elf/dl-version.c, elf/dl-lookup.c) ------------------------------
+    Row("loader", r"cannot open shared object file", "loader", "cannot open shared object file",
+        "glibc elf/dl-load.c: \"%s: cannot open shared object file: No such file or directory\""),
+    Row("loader", r"version [`']GLIBC(?:XX)?_[\d.]+' not found|version [`'][\w.]+' not found \(required by",
+        "loader", "version not found", "glibc elf/dl-version.c: \"version `%s' not found (required by %s)\""),
+    Row("loader", r"undefined symbol: \S+", "loader", "undefined symbol",
+        "glibc elf/dl-lookup.c: \"%s: undefined symbol: %s\""),
+    Row("loader", r"cannot enable executable stack as shared object requires", "loader", "executable stack",
+        "glibc 2.41 elf/dl-load.c: \"cannot enable executable stack as shared object requires: Invalid argument\""),
+    Row("loader", r"wrong ELF class: ELFCLASS\d+|ELF load command address/offset not|invalid ELF header", "loader",
+        "wrong ELF class", "glibc elf/dl-load.c: \"wrong ELF class: ELFCLASS32\", \"invalid ELF header\""),
+    # ---- the Hugging Face hub (huggingface_hub/errors.py, file_download.py; transformers/utils/hub.py) ---------
+    Row("hub", r"LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing traffic has been disabled|"
+               r"We couldn't connect to '[^']*huggingface|couldn't connect to 'https://huggingface\.co'|"
+               r"Connection to huggingface\.co timed out|host='(?:cdn-lfs\.)?huggingface\.co'|"
+               r"HTTPSConnectionPool\(host='[\w.-]*(?:huggingface\.co|hf\.co|hf-mirror\.com)'|"
+               r"Couldn't reach '[^']*' on the Hub|Couldn't reach https?://(?:huggingface\.co|hf\.co)|"
+               r"We have no connection or you passed local_files_only",
+        "hub-offline", "hub unreachable",
+        "huggingface_hub errors.py LocalEntryNotFoundError, OfflineModeIsEnabled; file_download.py \"Cannot find the "
+        "requested files in the disk cache and outgoing traffic has been disabled\"; transformers utils/hub.py "
+        "\"We couldn't connect to '%s' to load the files\""),
+    # ---- DeepSpeed's config (deepspeed/runtime/config.py: _batch_assertion, _do_error_check) -----------------
+    Row("deepspeed", r"Check batch related parameters\. train_batch_size is not equal to|"
+                     r"train_batch_size is not equal to micro_batch_per_gpu|"
+                     r"(?:Train batch size|Micro batch size per gpu|Gradient accumulation steps): -?\d+ has to be "
+                     r"greater than 0|DeepSpeedConfig: \w+ is not defined|Maximum supported ZeRO stage is|"
+                     r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage|"
+                     r"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided|"
+                     r"validation errors? for DeepSpeed\w*Config|only supported (?:with|for) ZeRO [Ss]tage|"
+                     r"ZeRO inference only makes sense with ZeRO Stage 3|"
+                     r"You are using an untested ZeRO Optimizer|"
+                     r"DeepSpeed config values that mismatch TrainingArguments|"
+                     r"not possible to automatically fill out the following `auto` entries",
+        "ds-config", "config assertion",
+        "deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion: \"Check batch related parameters. "
+        "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check; "
+        "runtime/zero/config.py; transformers integrations/deepspeed.py \"Please correct the following DeepSpeed "
+        "config values that mismatch TrainingArguments values\""),
+    # ---- torch.distributed: c10d store, rendezvous, watchdog (c10d/TCPStore.cpp, ProcessGroupNCCL.cpp, ------
+    # ---- torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py) ------------------------------
+    Row("c10d", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out|"
+                r"ProcessGroupNCCL's watchdog got stuck", "watchdog", "collective timeout",
+        TORCH + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: \"Watchdog caught collective operation timeout: "
+                "WorkNCCL(...) ran for %d milliseconds before timing out\""),
+    Row("c10d", r"Heartbeat monitor timed out|\] Timeout at NCCL work: \d+", "watchdog", "NCCL watchdog",
+        TORCH + "ProcessGroupNCCL.cpp (2.x): \"Heartbeat monitor timed out! Process will be terminated\", \"Timeout "
+                "at NCCL work: %d\" (not \"Some NCCL operations have failed or timed out\": either)"),
+    Row("c10d", r"Failed to recv, got 0 bytes|Connection was likely closed\. Did the remote server shutdown",
+        "peer-lost", "store connection closed",
+        TORCH + "torch/csrc/distributed/c10d/Utils.hpp recvBytes (2.3+): \"Failed to recv, got 0 bytes. Connection "
+                "was likely closed. Did the remote server shutdown or crash?\""),
+    Row("c10d", r"Rendezvous(?:Timeout|Closed|Connection|State)Error|RendezvousTimeoutError", "rendezvous",
+        "RendezvousError", TORCH + "torch/distributed/elastic/rendezvous/api.py RendezvousError subclasses"),
+    Row("c10d", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|[Ss]tore[_ ]based[_ ]barrier|"
+                r"Socket Timeout|client socket has timed out|TCPStore\b[^\n]*(?:timed out|timeout)|"
+                r"The server socket has failed to listen|c10d\][^\n]*timed out|connect\(\) timed out|"
+                r"Timed out initializing process group in store based barrier", "rendezvous", "c10d store",
+        TORCH + "torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp: \"The client socket has timed out after "
+                "%dms while trying to connect to (%s, %d)\"; distributed_c10d.py _store_based_barrier"),
+    # ---- Python's interpreter and import machinery -------------------------------------------------------
+    Row("python", r"unrecognized arguments: --local[-_]rank", "launch-args", "--local-rank",
+        "argparse \"unrecognized arguments: %s\" on torch.distributed.launch's --local-rank"),
+    Row("python", r"(?:ModuleNotFound|Import)Error\b|No module named '|cannot import name '|"
+                  r"partially initialized module '[^']+' has no attribute", "import",
+        "ImportError", "CPython Python/import.c: \"No module named %R\", \"cannot import name %R from %R\""),
+    Row("python", r"^\s*(?:\S+:\s*)?MemoryError\b", "host-oom", "MemoryError", "CPython MemoryError"),
+    # ---- torch's own checks ---------------------------------------------------------------------------------
+    Row("torch", r"Expected all tensors to be on the same device|shapes cannot be multiplied|"
+                 r"(?i:expected (?:object of )?scalar type)|must match the size of tensor|mat1 and mat2 shapes|"
+                 r"expected mat1 and mat2 to have the same dtype|Input type \([\w.]+\) and weight type \([\w.]+\) "
+                 r"should be the same|Sizes of tensors must match except in dimension|index out of range in self|"
+                 r"Target -?\d+ is out of bounds|Expected input batch_size \(\d+\) to match target batch_size|"
+                 r"Trying to backward through the graph a second time|does not require grad and does not have a "
+                 r"grad_fn|modified by an inplace operation|view size is not compatible with input tensor|"
+                 r"Tensors must be CUDA and dense|No backend type associated with device type|"
+                 r"Detected mismatch between collectives on ranks", "code",
+        "tensor mismatch", TORCH + "aten TensorIterator / _prims_common: \"Expected all tensors to be on the same "
+                                   "device, but found at least two devices\"; aten's shape, dtype and index checks, "
+                                   "autograd's engine, ProcessGroupNCCL's tensor checks"),
+    Row("torch", r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc", "host-oom", "CPU allocator",
+        TORCH + "c10/core/impl/alloc_cpu.cpp: \"DefaultCPUAllocator: can't allocate memory: you tried to allocate %d "
+                "bytes\"; C++'s std::bad_alloc"),
+    Row("torch", r"size mismatch for \S+: copying a param with shape|Missing key\(s\) in state_dict|"
+                 r"Unexpected key\(s\) in state_dict|Error\(s\) in loading state_dict for", "checkpoint-mismatch",
+        "load_state_dict", TORCH + "torch/nn/modules/module.py load_state_dict: \"size mismatch for %s: copying a "
+                                   "param with shape\", \"Missing key(s) in state_dict\", \"Unexpected key(s)\""),
+    Row("torch", r"Expected to have finished reduction in the prior iteration|"
+                 r"Expected to mark a variable ready only once|has been marked as ready twice|"
+                 r"Parameter indices which did not receive grad", "ddp-unused", "DDP reducer",
+        TORCH + "torch/csrc/distributed/c10d/reducer.cpp: \"Expected to have finished reduction in the prior "
+                "iteration before starting a new one\", \"Expected to mark a variable ready only once\", "
+                "\"Parameter at index %d has been marked as ready twice\""),
+    Row("torch", r"Must flatten tensors (?:with uniform|on the same device)|"
+                 r"`?FlatParameter`? requires uniform|must be uniform but got|"
+                 r"Inconsistent compute device and `device_id`|FSDP only supports|"
+                 r"FSDP does not support", "code", "FSDP flattening",
+        TORCH + "torch/distributed/fsdp/_flat_param.py: \"Must flatten tensors with uniform dtype but got\""),
+    Row("torch", r"Unexpected bus error encountered in worker", "shm", "DataLoader worker SIGBUS",
+        TORCH + "torch/csrc/DataLoader.cpp: \"ERROR: Unexpected bus error encountered in worker. This might be caused "
+                "by insufficient shared memory (shm).\""),
+    Row("torch", r"Unexpected (?:segmentation fault|floating-point exception) encountered in worker", "crashed",
+        "DataLoader worker SIGSEGV", TORCH + "torch/csrc/DataLoader.cpp: \"ERROR: Unexpected segmentation fault "
+                                             "encountered in worker.\""),
+    Row("torch", r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory", "oom", "OutOfMemoryError",
+        TORCH + "c10/cuda/CUDACachingAllocator.cpp: \"CUDA out of memory. Tried to allocate\""),
+    # ---- SSH (OpenSSH's messages, pdsh / DeepSpeed's launcher around them) ----------------------------------
+    Row("ssh", r"Permission denied \((?:publickey|password|gssapi)|Host key verification failed|"
+               r"ssh: connect to host \S+ port \d+|ssh exited with exit code 255|ssh check has failed|"
+               r"not reachable via ssh|'ssh [^']*' returned non-zero exit status 255", "ssh", "ssh",
+        "OpenSSH ssh.c / sshconnect.c messages; deepspeed/launcher/runner.py's ssh check"),
+]

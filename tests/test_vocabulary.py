@@ -1,0 +1,216 @@
+"""The vocabulary's one table of rows (issue 43): the table checks itself when imported (an unknown kind or
+space, two rows of one space that collide, a pattern RE2 cannot run), precedence is data (ranks and the
+spaces' order), each space built from its source reads the lines the stack prints (real lines quoted from
+public threads, or the source's documented message), and docs/failures.md says what the table holds."""
+
+import os
+
+import pytest
+
+from clustercheck.ranks.runs import NodeRun
+from clustercheck.stages.smoke.classify import classify, is_warning
+from clustercheck.vocabulary import read_line
+from clustercheck.vocabulary.kinds import KIND_ORDER, KINDS
+from clustercheck.vocabulary.reference import BEGIN, END, markdown
+from clustercheck.vocabulary.spaces import Row, VocabularyError, check
+from clustercheck.vocabulary.table import ROWS
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def _row(space="torch", match=r"boom", kind="code", code="boom", **extra):
+    return Row(space, match, kind, code, "a test", **extra)
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([_row(kind="no-such-kind")], "kind 'no-such-kind'"),
+    ([_row(space="no-such-space")], "not in SPACES"),
+    ([_row(), _row(code="bang")], "have one pattern"),
+    ([_row(), _row(match=r"bang", kind="oom")], "leads to 'code' and 'oom'"),
+    ([_row(match=r"(?<=x)boom")], "lookaround"),
+    ([_row(match=r"(?i)boom")], "global flag"),
+])
+def test_a_table_that_contradicts_itself_fails_naming_the_row(rows, words):
+    with pytest.raises(VocabularyError, match=words.replace("(", r"\(")):
+        check(rows)
+
+
+def test_the_table_as_shipped_holds_and_ranks_are_the_only_order():
+    check(ROWS)
+    assert KIND_ORDER == sorted(KINDS, key=lambda k: KINDS[k].rank)
+    assert len({k.rank for k in KINDS.values()}) == len(KINDS)
+    # every kind is reached by a row: a kind nothing leads to would be dead knowledge
+    assert {row.kind for row in ROWS} == set(KINDS)
+    # the kinds the held-out logs' labels use (samples/failures/CONTRACT.md)
+    assert {"loader", "ddp-unused", "checkpoint-mismatch", "ds-config", "hub-offline"} <= set(KINDS)
+
+
+# (line, kind, code): a real line quoted from a public thread (cited), else the source's documented message.
+LINES = [
+    # NVML and nvidia-smi. AlexeyAB/darknet#86 (description by anonym24, 2017-05-23)
+    ("Unable to determine the device handle for GPU 0000:03:00.0: GPU is lost.  Reboot the system to recover this "
+     "GPU", "gpu-hardware", "NVML_ERROR_GPU_IS_LOST"),
+    ("Failed to initialize NVML: Driver/library version mismatch", "cuda-setup",
+     "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+    ("pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded", "cuda-setup", "NVML_ERROR_DRIVER_NOT_LOADED"),
+    ("subprocess.CalledProcessError: Command '['nvidia-smi']' returned non-zero exit status 15.", "gpu-hardware",
+     "NVML_ERROR_GPU_IS_LOST"),
+    # the CUDA libraries' statuses (torch's forms)
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`", "oom",
+     "CUBLAS_STATUS_NOT_INITIALIZED"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", "cuda-setup", "CUDNN_STATUS_NOT_INITIALIZED"),
+    ("RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR", "cuda-error", "CUFFT_INTERNAL_ERROR"),
+    ("RuntimeError: cusolver error: CUSOLVER_STATUS_EXECUTION_FAILED, when calling `cusolverDnCreate(handle)`",
+     "cuda-error", "CUSOLVER_STATUS_EXECUTION_FAILED"),
+    ("RuntimeError: CURAND_STATUS_ARCH_MISMATCH", "cuda-build", "CURAND_STATUS_ARCH_MISMATCH"),
+    # torch's CUDA initialization. hiyouga/LlamaFactory#7888 (description by Himanshunitrr, 2025-04-28)
+    ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+     "before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized",
+     "cuda-setup", "cudaErrorSystemNotReady"),
+    ("UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment, "
+     "e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be "
+     "zero. (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)", "cuda-setup", "devices set to zero"),
+    # the dynamic loader. Dao-AILab/flash-attention#1691; glibc's dl-version.c and dl-load.c messages
+    ("ImportError: /usr/local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+     "undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+     "loader", "undefined symbol"),
+    ("OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "loader",
+     "cannot open shared object file"),
+    ("ImportError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /opt/x/_C.so)",
+     "loader", "version not found"),
+    ("OSError: /opt/lib/libfoo.so: wrong ELF class: ELFCLASS32", "loader", "wrong ELF class"),
+    # torch's own checks (torch/nn/modules/module.py, c10d/reducer.cpp, fsdp/_flat_param.py, DataLoader.cpp)
+    ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This "
+     "error indicates that your module has parameters that were not used in producing loss.", "ddp-unused",
+     "DDP reducer"),
+    # hiyouga/ChatGLM-Efficient-Tuning#114 (description by sungh66)
+    ("Parameter at index 55 has been marked as ready twice. This means that multiple autograd engine  hooks have "
+     "fired for this particular parameter during this iteration.", "ddp-unused", "DDP reducer"),
+    ("\tsize mismatch for head.cls_preds.0.weight: copying a param with shape torch.Size([80, 256, 1, 1]) from "
+     "checkpoint, the shape in current model is torch.Size([6, 256, 1, 1]).", "checkpoint-mismatch",
+     "load_state_dict"),
+    ("RuntimeError: Error(s) in loading state_dict for GPT:", "checkpoint-mismatch", "load_state_dict"),
+    ("ValueError: `FlatParameter` requires uniform `requires_grad`", "code", "FSDP flattening"),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+     "shm", "DataLoader worker SIGBUS"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+     "code", "tensor mismatch"),
+    # torch.distributed and torchelastic, old and new
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "rendezvous", "c10d store"),
+    ("RuntimeError: Timed out initializing process group in store based barrier on rank: 3, for key: "
+     "store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)", "rendezvous", "c10d store"),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "rendezvous", "RendezvousError"),
+    ("RuntimeError: connect() timed out. Original timeout was 1800000 ms.", "rendezvous", "c10d store"),
+    # DeepSpeed's config (runtime/config.py _batch_assertion)
+    ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+     "gradient_acc_step * world_size 16 != 2 * 1 * 4", "ds-config", "config assertion"),
+    # the Hugging Face hub (transformers utils/hub.py, huggingface_hub file_download.py)
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached "
+     "files and it looks like bert-base-uncased is not the path to a directory containing a file named config.json.",
+     "hub-offline", "hub unreachable"),
+    ("requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
+     "Max retries exceeded with url: /bert-base-uncased/resolve/main/config.json (Caused by NewConnectionError("
+     "'<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno 101] "
+     "Network is unreachable'))\"), '(Request ID: 1)')", "hub-offline", "hub unreachable"),
+    # Slurm
+    ("srun: error: Unable to create step for job 4359715: More processors requested than permitted", "scheduler",
+     "step creation"),
+    ("slurmstepd: error: *** JOB 1234 ON gpu-07 CANCELLED AT 2024-03-01T10:00:00 DUE TO NODE FAILURE, SEE "
+     "SLURMCTLD LOG FOR DETAILS ***", "scheduler", "node failure"),
+    # NOAA-EMC/global-workflow#1301
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=25981927.1. Some of your processes may have been "
+     "killed by the cgroup out-of-memory handler.", "killed", "oom-kill"),
+    ("srun: error: k300: task 2: Out Of Memory", "killed", "oom-kill"),
+    # the driver's Xid in a pasted kernel log: tests/data/kmsg/dmesg-xid79-nvsentinel-155.txt (NVIDIA/NVSentinel#155)
+    ("NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus", "gpu-hardware",
+     "Xid hardware"),
+    # torch 2.x's NCCL heartbeat and its store's closed connection (ProcessGroupNCCL.cpp, c10d/Utils.hpp)
+    ("[rank3]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Heartbeat monitor timed out! Process will be terminated "
+     "after dumping debug info.", "watchdog", "NCCL watchdog"),
+    ("torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
+     "server shutdown or crash?", "peer-lost", "store connection closed"),
+    ("AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", "ds-config",
+     "config assertion"),
+    # transformers' DeepSpeed integration (integrations/deepspeed.py)
+    ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:",
+     "ds-config", "config assertion"),
+    # other schedulers, the shell, the CPU allocator, glibc's malloc, aten's index check, the container runtime
+    ("=>> PBS: job killed: walltime 86415 exceeded limit 86400", "scheduler", "time limit (PBS, LSF)"),
+    ("/var/spool/slurmd/job123/slurm_script: line 12: 48213 Killed                  python train.py", "killed",
+     "SIGKILL"),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:83] data. DefaultCPUAllocator: can't allocate memory: you tried "
+     "to allocate 8589934592 bytes. Error code 12 (Cannot allocate memory)", "host-oom", "ENOMEM"),
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8589934592 bytes.", "host-oom",
+     "CPU allocator"),
+    ("free(): invalid pointer", "crashed", "heap corruption"),
+    ("IndexError: index out of range in self", "code", "tensor mismatch"),
+    ("RuntimeError: No CUDA GPUs are available", "cuda-setup", "no driver"),
+    ("nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown", "cuda-setup",
+     "NVML_ERROR_DRIVER_NOT_LOADED"),
+    # Python's imports
+    ("ImportError: cannot import name 'is_torch_xla_available' from 'transformers'", "import", "ImportError"),
+]
+
+
+@pytest.mark.parametrize("line, kind, code", LINES, ids=[line[:40] for line, _, _ in LINES])
+def test_each_new_space_reads_the_lines_its_source_prints(line, kind, code):
+    meaning = read_line(line)
+    assert meaning is not None and (meaning.kind, meaning.code) == (kind, code), meaning
+
+
+def test_a_warning_is_a_cause_only_where_its_row_says_so():
+    zero = [line for line, _, code in LINES if code in ("devices set to zero", "cudaErrorSystemNotReady")]
+    assert zero and not any(is_warning(line) for line in zero)
+    assert is_warning("/x/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please pass in "
+                      "use_reentrant=True or use_reentrant=False")
+    runs = {"n1": NodeRun("n1", exit_code=1, stderr=zero[1]), "n2": NodeRun("n2", exit_code=0, stderr="")}
+    assert (classify(runs, 600).kind, classify(runs, 600).nodes) == ("cuda-setup", ["n1"])
+
+
+def test_the_loader_is_read_on_a_bare_line_with_no_exception_around_it():
+    line = "python: error while loading shared libraries: libnccl.so.2: cannot open shared object file: No such " \
+           "file or directory"
+    runs = {"n1": NodeRun("n1", exit_code=127, stderr=line), "n2": NodeRun("n2", exit_code=1, stderr="")}
+    cause = classify(runs, 600)
+    assert (cause.kind, cause.nodes) == ("loader", ["n1"]), cause
+
+
+def test_a_row_that_proves_less_than_its_kind_names_the_rank_only_where_nothing_says_more():
+    abort = "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGABRT"
+    alone = classify({"n1": NodeRun("n1", exit_code=1, stderr=abort)}, 600)
+    assert (alone.kind, alone.nodes) == ("crashed", ["n1"])
+    watchdog = "[rank1]:[E] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5) ran for 600000 " \
+               "milliseconds before timing out."
+    both = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join([watchdog, abort]))}, 600)
+    assert both.kind == "watchdog"
+    # a step cancelled with no reason on one rank is Slurm's echo of another rank's OOM kill
+    lines = ["2: slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.1. Some of your processes may have "
+             "been killed by the cgroup out-of-memory handler.", "srun: error: k300: task 2: Out Of Memory",
+             "0: slurmstepd: error: *** STEP 7.1 ON k65 CANCELLED AT 2023-04-13T18:23:49 ***"]
+    cause = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join(lines))}, 600)
+    assert (cause.kind, cause.ranks) == ("killed", [2])
+    cancelled = classify({"n1": NodeRun("n1", exit_code=1, stderr=lines[-1])}, 600)
+    assert cancelled.kind == "scheduler"
+
+
+def test_docs_failures_md_shows_the_table_as_it_is():
+    page = open(os.path.join(ROOT, "docs", "failures.md")).read()
+    assert BEGIN in page and END in page
+    shown = page[page.index(BEGIN):page.index(END) + len(END)]
+    assert shown == markdown(), "regenerate with: python3 -m clustercheck.vocabulary.reference"
+
+
+def test_what_healthy_runs_print_is_never_a_cause():
+    """NCCL's INFO that no net plugin was found (tests/data/nccl-logs/socket-dockerbridge-pluginfail-2.21.5-nccl-
+    issue-1504.txt), DeepSpeed's config dump and the trainer's arguments: not the loader, not a config error."""
+    plugin = ("678c7278cb2d:26023:26023 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot "
+              "open shared object file: No such file or directory : when loading libnccl-net.so")
+    assert is_warning(plugin)
+    for line in ["[2024-01-01 10:00:00,000] [INFO] [config.py:1000:print]   zero_allow_untested_optimizer  False",
+                 "ddp_find_unused_parameters=None,", "  world_size ................... 8",
+                 "   RunTime=00:10:00 TimeLimit=1-00:00:00 TimeMin=N/A"]:      # scontrol show job, running
+        assert read_line(line) is None, line
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    cause = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join([plugin, oom]))}, 600)
+    assert (cause.kind, cause.ranks) == ("oom", [1])
