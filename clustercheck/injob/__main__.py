@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from clustercheck.core.errors import InputError
-from clustercheck.injob.check import apply_policy, bad_input, run_check
+from clustercheck.injob.run import apply_policy, bad_input, run_check
 from clustercheck.injob.launcher import read_job_env
 from clustercheck.injob.options import parse_wrapper
 

@@ -51,9 +51,12 @@ USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fai
 
 def _budget(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise InputError("--budget must be a number of seconds above 0", SOURCE, value=text) from None
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InputError("--budget must be a number of seconds above 0", SOURCE, value=text)
+    return value
 
 
 def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
