@@ -1,0 +1,113 @@
+"""The check inside the job (issue 45) on a 3-node sandbox: the user's job is the reference trainer, started on
+every node by the torchrun lines `clustercheck launch` prints, with `-m clustercheck.injob ... --` put before the
+script as the guide says. The check runs first; then the same processes train and save. Each fault is named from
+inside the job, with node and rank: another deepspeed on one node, a rank killed during the check (the others end
+within the budget), a slowed link on one node, a CPU quota on one node."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from clustercheck.core.errors import EXIT_OK
+from clustercheck.sandbox import cgroups, faults
+from tests.test_sandbox_launch import launch, trainer_on_nodes
+
+pytestmark = pytest.mark.sandbox
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUDGET = 40
+
+
+def injob_lines(box, tmp_path, name, train_args, env=""):
+    """Each node's printed torchrun line, the check's module put before the script, this checkout importable."""
+    script = trainer_on_nodes(box)
+    proc = launch(box, tmp_path, "--script", script, "--args", train_args, "--json")
+    assert proc.returncode == EXIT_OK, proc.stdout[-2000:] + proc.stderr[-2000:]
+    reports = os.path.join(box.dir, f"injob-{name}")
+    wrapper = f"-m clustercheck.injob --budget {BUDGET} --reports-dir {reports} -- {shlex.quote(script)}"
+    lines = {}
+    for node, line in json.loads(proc.stdout)["commands"]["torchrun"].items():
+        assert f" {shlex.quote(script)} " in line
+        lines[node] = f"PYTHONPATH={ROOT} {env}" + line.replace(f" {shlex.quote(script)} ", f" {wrapper} ", 1)
+    return lines, reports
+
+
+def run_on_nodes(box, lines):
+    procs = {node: subprocess.Popen(["ssh", "-F", box.ssh_config, node, f"mkdir -p /tmp/injob && cd /tmp/injob && "
+                                     f"{line}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for node, line in lines.items()}
+    return {node: (proc.communicate(timeout=BUDGET + 400), proc.returncode) for node, proc in procs.items()}
+
+
+def report_of(reports):
+    [path] = [p for p in os.listdir(reports) if p.endswith(".json")]
+    with open(os.path.join(reports, path)) as handle:
+        return json.load(handle)
+
+
+def failed(doc):
+    return {f["check"]: f for f in doc["findings"] if f["status"] == "FAIL"}
+
+
+def stopped_everywhere(results, text):
+    """Every rank stopped before its first step with exit 2 and the verdict's line naming `text`."""
+    for node, ((out, err), code) in results.items():
+        assert code != 0 and "exitcode  : 2" in err, (node, err[-3000:])
+        assert "clustercheck injob: NOT READY" in err and text in err, (node, err[-3000:])
+        assert '"summary"' not in out and '"event": "step"' not in out, node
+
+
+def test_a_clean_job_checks_then_the_same_processes_train_and_save(box, tmp_path):
+    lines, reports = injob_lines(box, tmp_path, "clean", "--mode ddp --steps 4 --save-dir /tmp/injob/ckpt --save-at 4")
+    results = run_on_nodes(box, lines)
+    for node, ((out, err), code) in results.items():
+        assert code == 0, (node, err[-3000:])
+    summaries = [json.loads(line) for (out, _), _ in results.values() for line in out.splitlines() if '"summary"' in line]
+    [done] = summaries
+    assert done["world"] == 3 and done["steps"] == 4 and done["weights_agree"] is True
+    saved = [line for (out, _), _ in results.values() for line in out.splitlines() if '"saved"' in line]
+    assert saved, "the trainer saved no checkpoint"
+    doc = report_of(reports)
+    assert doc["exit_code"] in (0, 1), [f for f in doc["findings"] if f["status"] != "OK"]
+    checks = {f["check"] for f in doc["findings"]}
+    assert {"injob.answered", "packages.same", "device.gemm.float32", "bench.job", "bench.pairwise"} <= checks, checks
+    assert doc["nodes"] == [n.name for n in box.nodes[:3]]
+
+
+def test_another_deepspeed_on_one_node_stops_the_job_naming_the_node_and_its_rank(box, tmp_path):
+    odd = box.nodes[1].name
+    faults.python_package(box, odd, sysconfig.get_paths()["purelib"], "deepspeed", "0.18.0")
+    lines, reports = injob_lines(box, tmp_path, "package", "--mode ddp --steps 4")
+    results = run_on_nodes(box, lines)
+    stopped_everywhere(results, f"on {odd} (rank 1)")
+    found = failed(report_of(reports))
+    assert found["packages.same"]["nodes"] == [odd] and "deepspeed 0.18.0" in found["packages.same"]["evidence"][0]
+    assert set(found) == {"packages.same"}, found
+    with open(os.path.join(reports, [p for p in os.listdir(reports) if p.endswith(".exclude.txt")][0])) as handle:
+        assert handle.read().strip() == f"--exclude={odd}"
+
+
+def test_a_rank_killed_during_the_check_is_named_by_the_others_within_the_budget(box, tmp_path):
+    victim = box.nodes[2].name
+    lines, reports = injob_lines(box, tmp_path, "kill", "--mode ddp --steps 4", env="CLUSTERCHECK_TEST_KILL_AT=bench:2 ")
+    results = run_on_nodes(box, lines)
+    (out, err), code = results.pop(victim)
+    assert code != 0 and "SIGKILL" in err
+    stopped_everywhere(results, f"rank 2 on {victim} stopped answering during the check")
+    assert failed(report_of(reports))["injob.answered"]["nodes"] == [victim]
+
+
+def test_a_slow_link_and_a_cpu_quota_are_named_from_inside_the_job(box, tmp_path):
+    slow_link, slow_cpu = box.nodes[2].name, box.nodes[1].name
+    faults.slow_link(box, slow_link, 20)
+    cgroups.cpu_quota(box, slow_cpu, 0.15)
+    lines, reports = injob_lines(box, tmp_path, "slow", "--mode ddp --steps 4")
+    results = run_on_nodes(box, lines)
+    stopped_everywhere(results, "clustercheck injob: NOT READY")
+    found = failed(report_of(reports))
+    assert found["bench.pairwise.node"]["nodes"] == [slow_link], found
+    assert found["device.gemm.float32"]["nodes"] == [slow_cpu], found
