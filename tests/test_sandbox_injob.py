@@ -79,9 +79,11 @@ def test_a_clean_job_checks_then_the_same_processes_train_and_save(box, tmp_path
 
 
 def test_another_deepspeed_on_one_node_stops_the_job_naming_the_node_and_its_rank(box, tmp_path):
+    """The launch lines come from a clean cluster (launch refuses a cluster env fails); the node changes after,
+    as the nodes a job gets are not the ones checked the day before."""
     odd = box.nodes[1].name
-    faults.python_package(box, odd, sysconfig.get_paths()["purelib"], "deepspeed", "0.18.0")
     lines, reports = injob_lines(box, tmp_path, "package", "--mode ddp --steps 4")
+    faults.python_package(box, odd, sysconfig.get_paths()["purelib"], "deepspeed", "0.18.0")
     results = run_on_nodes(box, lines)
     stopped_everywhere(results, f"on {odd} (rank 1)")
     found = failed(report_of(reports))
@@ -103,9 +105,9 @@ def test_a_rank_killed_during_the_check_is_named_by_the_others_within_the_budget
 
 def test_a_slow_link_and_a_cpu_quota_are_named_from_inside_the_job(box, tmp_path):
     slow_link, slow_cpu = box.nodes[2].name, box.nodes[1].name
+    lines, reports = injob_lines(box, tmp_path, "slow", "--mode ddp --steps 4")
     faults.slow_link(box, slow_link, 20)
     cgroups.cpu_quota(box, slow_cpu, 0.15)
-    lines, reports = injob_lines(box, tmp_path, "slow", "--mode ddp --steps 4")
     results = run_on_nodes(box, lines)
     stopped_everywhere(results, "clustercheck injob: NOT READY")
     found = failed(report_of(reports))
