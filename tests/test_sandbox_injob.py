@@ -113,3 +113,27 @@ def test_a_slow_link_and_a_cpu_quota_are_named_from_inside_the_job(box, tmp_path
     found = failed(report_of(reports))
     assert found["bench.pairwise.node"]["nodes"] == [slow_link], found
     assert found["device.gemm.float32"]["nodes"] == [slow_cpu], found
+
+
+@pytest.mark.parametrize("torchrun", [False, True], ids=["python-per-pod", "torchrun-in-pod"])
+def test_the_variables_a_pytorchjob_sets_start_the_check_and_the_trainer(box, tmp_path, torchrun):
+    """What Kubeflow's training operator gives each pod (pkg/controller.v1/pytorch/envvar.go, elastic.go): MASTER_ADDR,
+    MASTER_PORT, WORLD_SIZE, RANK (the pod's index), and the PET_* torchrun reads as its arguments. Without torchrun
+    rank 0 hosts the rendezvous store itself: the check's is closed before the trainer's own takes the port."""
+    script = trainer_on_nodes(box)
+    master, port = box.nodes[0].addr, 29530 + int(torchrun)
+    reports = os.path.join(box.dir, f"injob-pytorchjob-{int(torchrun)}")
+    start = f"{sys.executable} -m torch.distributed.run" if torchrun else sys.executable
+    lines = {}
+    for rank, node in enumerate(box.nodes[:3]):
+        pod = (f"MASTER_ADDR={master} MASTER_PORT={port} WORLD_SIZE=3 RANK={rank} PET_NNODES=3 PET_NPROC_PER_NODE=1 "
+               f"PET_NODE_RANK={rank} PET_MASTER_ADDR={master} PET_MASTER_PORT={port} GLOO_SOCKET_IFNAME=eth0")
+        lines[node.name] = (f"PYTHONPATH={ROOT} {pod} {start} -m clustercheck.injob --budget {BUDGET} "
+                            f"--reports-dir {reports} -- {script} --mode ddp --steps 2")
+    results = run_on_nodes(box, lines)
+    for node, ((out, err), code) in results.items():
+        assert code == 0, (node, err[-3000:])
+    [done] = [json.loads(line) for (out, _), _ in results.values() for line in out.splitlines() if '"summary"' in line]
+    assert done["world"] == 3 and done["steps"] == 2
+    doc = report_of(reports)
+    assert doc["exit_code"] in (0, 1) and doc["nodes"] == [n.name for n in box.nodes[:3]]

@@ -48,6 +48,7 @@ class Joined:
     backend: str              # the job's: nccl on GPUs, gloo on CPUs
     made_group: bool          # the check made the default process group (and destroys it on leaving)
     device: torch.device
+    rank0_hosts_store: bool = False   # the store's server lives in rank 0 (no torchrun agent hosts it)
 
     def post(self, key: str, value: Any) -> None:
         self.store.set(key, json.dumps(value, default=str))
@@ -101,8 +102,22 @@ def join(job: JobEnv, deadline: Deadline) -> Joined:
     # connects to it; elsewhere rank 0 hosts it, as the script's own init_process_group will after us.
     base, _, _ = next(dist.rendezvous(_address(job), timeout=deadline.timedelta()))
     store = dist.PrefixStore(prefix, base)
-    joined = Joined(store, backend, True, device)
-    return joined
+    return Joined(store, backend, True, device,
+                  rank0_hosts_store=os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true")
+
+
+def wait_until_gone(joined: Joined, deadline: Deadline) -> None:
+    """Where rank 0 hosts the store on MASTER_PORT, the script's own init_process_group will host a new one on
+    the same port: a rank must not reach the old one. So the others, once they have the verdict, wait for rank
+    0 to close it (their next store call fails) before they go on; bounded by the deadline."""
+    if not (joined.made_group and joined.rank0_hosts_store):
+        return
+    while deadline.left(0) > 0:
+        try:
+            joined.store.check(["verdict"])
+        except RuntimeError:
+            return
+        time.sleep(POLL_S)
 
 
 def make_group(joined: Joined, job: JobEnv, deadline: Deadline) -> None:

@@ -21,7 +21,7 @@ from clustercheck.injob import gather
 from clustercheck.injob.judge import Gathered, judged
 from clustercheck.injob.launcher import JobEnv, read_job_env
 from clustercheck.injob.options import InjobOptions
-from clustercheck.injob.rendezvous import Deadline, Joined, identity, join, leave, make_group
+from clustercheck.injob.rendezvous import Deadline, Joined, identity, join, leave, make_group, wait_until_gone
 from clustercheck.injob.verdict import PREFIX, STOP_EXIT, Verdict, could_not_check, publish
 
 ARRIVAL_SHARE = 0.3      # of the budget: every rank must have arrived by then, or the missing ones are named
@@ -103,6 +103,7 @@ def checked(joined: Joined, job: JobEnv, options: InjobOptions, deadline: Deadli
                                "answering, or the check's rank 0 could not judge")
     verdict = Verdict(**joined.fetch("verdict"))
     joined.post(f"read/{job.rank}", 1)
+    wait_until_gone(joined, Deadline(min(10.0, deadline.left(5.0))))
     return Verdict(verdict.status, verdict.exit_code, verdict.line)
 
 
