@@ -1,7 +1,7 @@
 """The options of the check inside the job, and the wrapper's command line:
 
     torchrun ... -m clustercheck.injob [--budget S] [--on-fail stop|warn] [--reports-dir DIR]
-                                       [--pushgateway URL] [--checkpoint-dir DIR] -- train.py ARGS...
+                                       [--pushgateway URL] [--quiet] -- train.py ARGS...
 
 Everything after `--` (or from the first word that is not an option) is the user's script and its
 arguments, passed through untouched. Bad input raises InputError naming the option and value. Pure.
@@ -27,7 +27,6 @@ class InjobOptions:
     reports_dir: str = "reports"            # rank 0 writes the Markdown and JSON report there
     report_name: str = "injob"
     pushgateway: Optional[str] = None
-    checkpoint_dir: Optional[str] = None    # measured by the storage probe when given
     quiet: bool = False                     # no verdict table on rank 0's stdout (the one line still)
 
     def __post_init__(self):
@@ -43,10 +42,10 @@ def validate(options: InjobOptions) -> None:
 
 
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
-          "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir"}
+          "--report-name": "report_name", "--pushgateway": "pushgateway"}
 FLAGS = {"--quiet": "quiet"}
 USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
-         "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- SCRIPT [ARGS...]")
+         "[--report-name NAME] [--pushgateway URL] [--quiet] -- SCRIPT [ARGS...]")
 
 
 def _budget(text: str) -> float:
