@@ -92,6 +92,7 @@ def test_the_scripts_arguments_pass_through_untouched():
     (["--budget", "soon", "--", "t.py"], "--budget must be a number of seconds above 0: 'soon'"),
     (["--on-fail", "retry", "--", "t.py"], "--on-fail takes stop or warn: 'retry'"),
     (["--bugdet", "3", "--", "t.py"], "unknown option --bugdet"),
+    (["--pushgateway", "gateway:9091", "--", "t.py"], "not a Pushgateway URL: write http://HOST:PORT"),
     (["--budget"], "--budget needs a value"),
     (["--budget", "5"], "no training script given"),
 ])
@@ -163,6 +164,25 @@ def test_the_wrapper_checks_then_the_same_processes_run_the_script_with_its_argu
     # env's, device's and bench's own judges, fed by the ranks' documents
     assert {"injob.answered", "required.torch", "same.torch CUDA build", "hostname.unique", "device.measured",
             "bench.job", "bench.data", "bench.bandwidth.all_reduce"} <= checks, checks
+
+
+def test_the_verdict_and_figures_reach_a_real_pushgateway(tmp_path):
+    from tests.prometheus_servers import servers_or_skip
+    servers = servers_or_skip(tmp_path / "prometheus")
+    try:
+        proc = run(torchrun(2, ["-m", "clustercheck.injob", "--budget", "30", "--reports-dir", str(tmp_path),
+                                "--report-name", "pushed", "--pushgateway", servers.gateway, "--",
+                                os.path.join(DATA, "train_stub.py")]))
+        assert proc.returncode == EXIT_OK, proc.stderr[-3000:]
+        node = socket.gethostname()
+        answered = servers.query('clustercheck_check_status{job="clustercheck",cluster="pushed",check="injob.answered"}')
+        assert [r["value"][1] for r in answered] == ["0"], answered
+        flops = servers.query(f'clustercheck_device_flops{{cluster="pushed",node="{node}"}}')
+        assert flops and all(float(r["value"][1]) > 0 for r in flops), flops
+        busbw = servers.query('clustercheck_bench_busbw_bytes_per_second{cluster="pushed"}')
+        assert busbw and all(float(r["value"][1]) > 0 for r in busbw)
+    finally:
+        servers.stop()
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

@@ -39,6 +39,9 @@ def validate(options: InjobOptions) -> None:
         raise InputError("--budget must be a number of seconds above 0", SOURCE, value=str(budget))
     if options.on_fail not in POLICIES:
         raise InputError(f"--on-fail takes {' or '.join(POLICIES)}", SOURCE, value=str(options.on_fail))
+    if options.pushgateway is not None:
+        from clustercheck.metrics.export import check_pushgateway   # prometheus_client loads only when asked
+        check_pushgateway(options.pushgateway)
 
 
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
