@@ -81,6 +81,10 @@ def test_the_scripts_arguments_pass_through_untouched():
                                            "--", "a b"])
     assert (options.budget_s, options.on_fail) == (30.0, "warn")
     assert script == "train.py" and args == ["--budget", "7", "--", "a b"]
+    # DeepSpeed's launcher puts --local_rank=N first (torch.distributed.launch --local-rank): the script's
+    assert parse_wrapper(["--local_rank=1", "--budget", "9", "--", "t.py", "--x"])[1:] == ("t.py", ["--local_rank=1",
+                                                                                                    "--x"])
+    assert parse_wrapper(["--local-rank", "0", "t.py"])[1:] == ("t.py", ["--local-rank", "0"])
     options, script, args = parse_wrapper(["train.py", "--lr", "3e-4"])
     assert options.budget_s == 60.0 and options.on_fail == "stop" and args == ["--lr", "3e-4"]
 

@@ -4,7 +4,7 @@
                                        [--pushgateway URL] [--quiet] -- train.py ARGS...
 
 Everything after `--` (or from the first word that is not an option) is the user's script and its
-arguments, passed through untouched. Bad input raises InputError naming the option and value. Pure.
+arguments, passed through untouched; a launcher's --local_rank before them is the script's, and passed on. Bad input raises InputError naming the option and value. Pure.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ def validate(options: InjobOptions) -> None:
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
           "--report-name": "report_name", "--pushgateway": "pushgateway"}
 FLAGS = {"--quiet": "quiet"}
+# What a launcher puts before the module's own arguments, meant for the training script: DeepSpeed's launcher
+# (--local_rank=N unless --no_local_rank) and torch.distributed.launch (--local-rank=N). Passed on to it, first.
+FOR_THE_SCRIPT = ("--local_rank", "--local-rank")
 USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
          "[--report-name NAME] [--pushgateway URL] [--quiet] -- SCRIPT [ARGS...]")
 
@@ -64,6 +67,7 @@ def _budget(text: str) -> float:
 def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
     """(options, script, the script's arguments) from the wrapper's argv (sys.argv[1:])."""
     values = {}
+    passed_on: List[str] = []
     index = 0
     args = list(argv)
     while index < len(args):
@@ -72,7 +76,10 @@ def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
             index += 1
             break
         name, sep, inline = word.partition("=")
-        if name in FLAGS and not sep:
+        if name in FOR_THE_SCRIPT:
+            passed_on += args[index:index + (1 if sep else 2)]
+            index += 0 if sep else 1
+        elif name in FLAGS and not sep:
             values[FLAGS[name]] = True
         elif name in VALUED:
             if not sep:
@@ -88,4 +95,4 @@ def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
         index += 1
     if index >= len(args):
         raise InputError(f"no training script given ({USAGE})", SOURCE)
-    return InjobOptions(**values), args[index], args[index + 1:]
+    return InjobOptions(**values), args[index], passed_on + args[index + 1:]

@@ -112,12 +112,21 @@ def wait_until_gone(joined: Joined, deadline: Deadline) -> None:
     0 to close it (their next store call fails) before they go on; bounded by the deadline."""
     if not (joined.made_group and joined.rank0_hosts_store):
         return
-    while deadline.left(0) > 0:
-        try:
-            joined.store.check(["verdict"])
-        except RuntimeError:
-            return
-        time.sleep(POLL_S)
+    # The closed connection is what we wait for, but c10d prints it to stderr as a failure with a C++ stack:
+    # stderr is quiet for those few seconds (nothing else runs yet: the script has not started).
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as quiet:
+            os.dup2(quiet.fileno(), 2)
+        while deadline.left(0) > 0:
+            try:
+                joined.store.check(["verdict"])
+            except RuntimeError:
+                return
+            time.sleep(POLL_S)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def make_group(joined: Joined, job: JobEnv, deadline: Deadline) -> None:
