@@ -6,6 +6,7 @@ on every rank. The 3-node sandbox runs are tests/test_sandbox_injob.py."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -150,7 +151,8 @@ def run(argv, env=None, timeout=240):
 
 
 def trained(out):
-    return sorted(line for line in out.splitlines() if line.startswith("TRAINED"))
+    """Each rank's line (two ranks' lines can come interleaved on one launcher's stdout)."""
+    return sorted(re.findall(r"TRAINED rank=.*?(?=TRAINED|\n|$)", out))
 
 
 def test_the_wrapper_checks_then_the_same_processes_run_the_script_with_its_arguments(tmp_path):
@@ -168,6 +170,23 @@ def test_the_wrapper_checks_then_the_same_processes_run_the_script_with_its_argu
     # env's, device's and bench's own judges, fed by the ranks' documents
     assert {"injob.answered", "required.torch", "same.torch CUDA build", "hostname.unique", "device.measured",
             "bench.job", "bench.data", "bench.bandwidth.all_reduce"} <= checks, checks
+
+
+@pytest.mark.parametrize("launcher", ["deepspeed", "accelerate"])
+def test_deepspeeds_and_accelerates_launchers_as_the_guide_writes_them(tmp_path, launcher):
+    """docs/guides/injob.md's lines on one node: DeepSpeed's launcher (--module; its --local_rank=N goes on to the
+    script) and accelerate launch (-m), two ranks each on this CPU host."""
+    port, script = str(free_port()), os.path.join(DATA, "train_stub.py")
+    wrapper = ["clustercheck.injob", "--budget", "30", "--reports-dir", str(tmp_path), "--", script, "--x"]
+    argv = ({"deepspeed": ["deepspeed", "--num_gpus", "2", "--master_port", port, "--module"],
+             "accelerate": ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                            "--main_process_port", port, "-m"]}[launcher]) + wrapper
+    proc = run(argv)
+    assert proc.returncode == EXIT_OK, proc.stdout[-2000:] + proc.stderr[-3000:]
+    passed_on = {"deepspeed": "'--local_rank={r}', ", "accelerate": ""}[launcher]
+    assert trained(proc.stdout) == [f"TRAINED rank={r} sum=2 args=[{passed_on.format(r=r)}'--x'] name=__main__"
+                                    for r in range(2)]
+    assert [p.suffix for p in tmp_path.iterdir()].count(".json") == 1
 
 
 def test_the_verdict_and_figures_reach_a_real_pushgateway(tmp_path):
