@@ -218,23 +218,35 @@ def test_the_library_call_before_and_after_the_scripts_own_init(tmp_path, when):
                                     for v in ("OK", "WARN")), proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
-def test_a_rank_killed_during_the_check_is_named_by_the_others_who_end_within_the_budget(tmp_path):
-    """Three torchruns (three agents, as on three nodes): rank 2 kills itself as the bandwidth measurement
-    starts; ranks 0 and 1 name it (rank and host) and both exit 2, before the script's first step."""
+@pytest.mark.parametrize("victim, said", [
+    (2, "NOT READY (4 failed, 22 passed): rank 2 on n2 stopped answering during the check"),  # 3 "nodes" of 1 host
+    (0, "UNKNOWN: NOT EVERYTHING COULD BE CHECKED: rank {me} on n{me} lost the rendezvous"),
+])
+def test_a_rank_killed_during_the_check_is_named_by_the_others_who_end_within_the_budget(tmp_path, victim, said):
+    """Three torchruns (three agents, as on three nodes): one rank kills itself as the bandwidth measurement
+    starts; the others end within the budget, exit 2 before the script's first step, and say why: rank 0 names
+    the lost rank with its host; when rank 0 itself is lost, with the rendezvous its node hosted, the others say
+    they could not check (never a pass, never a hang)."""
     port, budget = free_port(), 20
     args = ["-m", "clustercheck.injob", "--budget", str(budget), "--reports-dir", str(tmp_path), "--",
             os.path.join(DATA, "train_stub.py")]
     procs = [subprocess.Popen(torchrun(1, args, nnodes=3, node_rank=i, port=port), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env=job_env({"CLUSTERCHECK_NODE": f"n{i}", "CLUSTERCHECK_TEST_KILL_AT": "bench:2"}))
+                              env=job_env({"CLUSTERCHECK_NODE": f"n{i}",
+                                           "CLUSTERCHECK_TEST_KILL_AT": f"bench:{victim}"}))
              for i in range(3)]
     outs = [p.communicate(timeout=budget + 120) for p in procs]
-    for i in (0, 1):
+    for i in {0, 1, 2} - {victim}:
         out, err = outs[i]
         assert procs[i].returncode != 0 and "exitcode  : 2" in err, err[-3000:]
-        assert "NOT READY" in err and "rank 2 on n2 stopped answering during the check" in err, err[-3000:]
+        assert said.format(me=i) in err, err[-3000:]
         assert "TRAINED" not in out
-    assert "SIGKILL" in outs[2][1]
+    assert "SIGKILL" in outs[victim][1]
+    if victim:
+        [report] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+        lost = [f for f in json.loads(report.read_text())["findings"] if f["check"] == "injob.answered"]
+        assert lost[0]["status"] == "FAIL" and lost[0]["nodes"] == [f"n{victim}"]
+        assert f"rank {victim} on n{victim} stopped answering during the check" in lost[0]["summary"]
 
 
 @pytest.mark.parametrize("args, message", [

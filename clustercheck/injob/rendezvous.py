@@ -49,6 +49,7 @@ class Joined:
     made_group: bool          # the check made the default process group (and destroys it on leaving)
     device: torch.device
     rank0_hosts_store: bool = False   # the store's server lives in rank 0 (no torchrun agent hosts it)
+    lost: str = ""                    # why the store stopped answering (its host is gone), once it has
 
     def post(self, key: str, value: Any) -> None:
         self.store.set(key, json.dumps(value, default=str))
@@ -60,16 +61,18 @@ class Joined:
         found = []
         for key in keys:
             try:
-                found.append(bool(self.store.check([key])))
-            except RuntimeError:     # the store's host is gone
+                found.append(not self.lost and bool(self.store.check([key])))
+            except RuntimeError as exc:     # the store's host is gone: asked no more (each try prints a stack)
+                self.lost = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:200]
                 found.append(False)
         return found
 
     def wait_for(self, keys: List[str], deadline: Deadline) -> List[bool]:
-        """Which of `keys` were posted by the deadline (polled: a store wait cannot say which were missing)."""
+        """Which of `keys` were posted by the deadline (polled: a store wait cannot say which were missing); a
+        store that went away ends the wait at once."""
         while True:
             found = self.present(keys)
-            if all(found) or deadline.left(0) <= 0:
+            if all(found) or self.lost or deadline.left(0) <= 0:
                 return found
             time.sleep(min(POLL_S, deadline.left(0)))
 

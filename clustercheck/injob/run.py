@@ -99,6 +99,8 @@ def checked(joined: Joined, job: JobEnv, options: InjobOptions, deadline: Deadli
         joined.wait_for([f"read/{r}" for r in gathered.answered if r], Deadline(min(5.0, deadline.left(2.0))))
         return verdict
     if not joined.wait_for(["verdict"], Deadline(deadline.left(0) + 10.0))[0]:
+        if joined.lost:
+            raise RuntimeError(joined.lost)
         return could_not_check(f"rank 0 (host {host_of(joined, 0)}) gave no verdict within the budget: it stopped "
                                "answering, or the check's rank 0 could not judge")
     verdict = Verdict(**joined.fetch("verdict"))

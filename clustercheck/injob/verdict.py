@@ -49,7 +49,7 @@ def one_line(findings: Sequence[Finding], gathered: Gathered) -> str:
     bad = [f for f in sort_findings(findings) if f.status is not Status.OK]
     if bad:
         first = bad[0]
-        text += f": {first.summary}{where(first, gathered)}"
+        text += f": {first.summary}" + ("" if " rank " in f" {first.summary}" else where(first, gathered))
         if first.remedy:
             text += f"; fix: {first.remedy}"
         if len(bad) > 1:
