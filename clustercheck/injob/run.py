@@ -14,6 +14,7 @@ import os
 import secrets
 import sys
 import time
+import traceback
 from typing import Dict, List, NoReturn, Optional
 
 from clustercheck.core.errors import EXIT_BAD_INPUT, InputError
@@ -76,8 +77,16 @@ def run_check(job: JobEnv, options: InjobOptions, command: str) -> Verdict:
         except RuntimeError as exc:      # the store went away under us: its host (rank 0 or its agent) is gone
             return could_not_check(f"rank {job.rank} on {job.host} lost the rendezvous at {job.master_addr}:"
                                    f"{job.master_port} during the check ({first_line(exc)})")
+        except Exception as exc:     # clustercheck's own error: said with its traceback, never read as a pass
+            return own_error(job, exc)
     finally:
         leave(joined)
+
+
+def own_error(job: JobEnv, exc: BaseException) -> Verdict:
+    traceback.print_exc(file=sys.stderr)
+    return could_not_check(f"clustercheck's own error on rank {job.rank} ({job.host}): {first_line(exc)}; report "
+                           "it as a bug of clustercheck with the traceback above")
 
 
 def first_line(exc: BaseException) -> str:
@@ -93,8 +102,11 @@ def checked(joined: Joined, job: JobEnv, options: InjobOptions, deadline: Deadli
                 {"skipped": "not every rank arrived"})
     if job.rank == 0:
         gathered = collect(joined, job.world_size, options.budget_s, deadline)
-        stages, run = judged(gathered)
-        verdict = publish(stages, run, gathered, options, command)
+        try:
+            stages, run = judged(gathered)
+            verdict = publish(stages, run, gathered, options, command)
+        except Exception as exc:     # every rank hears it at once, not at the end of the budget
+            verdict = own_error(job, exc)
         joined.post("verdict", verdict.__dict__)
         joined.wait_for([f"read/{r}" for r in gathered.answered if r], Deadline(min(5.0, deadline.left(2.0))))
         return verdict
