@@ -276,3 +276,31 @@ def test_not_under_a_launcher_is_exit_64():
     assert proc.returncode == EXIT_BAD_INPUT
     assert "not started by a launcher: RANK and WORLD_SIZE not set" in proc.stderr
     assert EXIT_FAIL == 2
+
+
+# ---- one judge, two ways of gathering: the ranks' documents through env's and bench's judges ---------------
+def test_the_ranks_documents_go_through_envs_own_judges_and_the_verdict_names_node_and_rank():
+    """This host's real env probe document as three nodes', the second with another deepspeed: env's own package
+    judge names that node, and the verdict line its rank and fix; rank 3 (n3's second rank) lost during the
+    bandwidth measurement is bench's failed run on n3 and the arrival judge's lost rank."""
+    import copy
+    from clustercheck.injob.judge import Gathered, judged
+    from clustercheck.injob.verdict import one_line
+    from clustercheck.onnode import env_probe
+    doc = env_probe.probe(["--salt", "s"])
+    other = copy.deepcopy(doc)
+    other["packages"]["distributions"]["deepspeed"]["version"] = "0.18.0"
+    gathered = Gathered(4, "gloo", 30, who={0: who(0, "n1"), 1: who(1, "n2"), 2: who(2, "n3"), 3: who(3, "n3")})
+    gathered.who[3]["local_rank"] = 1
+    bench = {"events": [], "config": {"nodes": ["n1", "n2", "n3"]}, "error": "RuntimeError: Connection closed"}
+    gathered.answered = {0: {"env": doc, "bench": bench}, 1: {"env": other, "bench": bench},
+                         2: {"env": doc, "bench": bench}}
+    gathered.phase_of = {3: "bench"}
+    _, run = judged(gathered)
+    failed = {f.check: f for f in run.findings if f.status is Status.FAIL}
+    assert failed["packages.same"].nodes == ["n2"] and "deepspeed 0.18.0" in failed["packages.same"].evidence[0]
+    assert failed["injob.answered"].nodes == ["n3"] and "rank 3 on n3" in failed["injob.answered"].summary
+    assert failed["bench.job"].nodes == ["n3"] and "n3 went down mid-run" in failed["bench.job"].summary
+    line = one_line(run.findings, gathered)
+    assert line.startswith("clustercheck injob: NOT READY (") and "fix: " in line
+    assert "n2 (rank 1)" in one_line([failed["packages.same"]], gathered)
