@@ -208,6 +208,19 @@ def test_the_verdict_and_figures_reach_a_real_pushgateway(tmp_path):
         servers.stop()
 
 
+def test_a_checkpoint_directory_that_does_not_exist_stops_the_job_naming_the_node(tmp_path):
+    """--checkpoint-dir: storage's probe and judges inside the job; a directory missing on the node is storage's own
+    finding (errno and fix), and every rank stops before the script with exit 2."""
+    missing = tmp_path / "no-such-dir"
+    proc = run(torchrun(2, ["-m", "clustercheck.injob", "--budget", "30", "--reports-dir", str(tmp_path),
+                            "--checkpoint-dir", str(missing), "--", os.path.join(DATA, "train_stub.py")]))
+    assert proc.returncode != 0 and proc.stderr.count("exitcode  : 2") >= 1, proc.stderr[-3000:]
+    assert f"cannot write {missing}: ENOENT" in proc.stderr and "TRAINED" not in proc.stdout
+    [report] = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    [write] = [f for f in json.loads(report.read_text())["findings"] if f["check"] == "storage.write"]
+    assert write["status"] == "FAIL" and write["nodes"] == [socket.gethostname()]
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_the_library_call_before_and_after_the_scripts_own_init(tmp_path, when):
     proc = run(torchrun(2, [os.path.join(DATA, "lib_train.py"), "--steps", "1"]),

@@ -22,13 +22,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUDGET = 40
 
 
-def injob_lines(box, tmp_path, name, train_args, env=""):
+def injob_lines(box, tmp_path, name, train_args, env="", options=""):
     """Each node's printed torchrun line, the check's module put before the script, this checkout importable."""
     script = trainer_on_nodes(box)
     proc = launch(box, tmp_path, "--script", script, "--args", train_args, "--json")
     assert proc.returncode == EXIT_OK, proc.stdout[-2000:] + proc.stderr[-2000:]
     reports = os.path.join(box.dir, f"injob-{name}")
-    wrapper = f"-m clustercheck.injob --budget {BUDGET} --reports-dir {reports} -- {shlex.quote(script)}"
+    wrapper = f"-m clustercheck.injob --budget {BUDGET} --reports-dir {reports} {options}-- {shlex.quote(script)}"
     lines = {}
     for node, line in json.loads(proc.stdout)["commands"]["torchrun"].items():
         assert f" {shlex.quote(script)} " in line
@@ -62,7 +62,10 @@ def stopped_everywhere(results, text):
 
 
 def test_a_clean_job_checks_then_the_same_processes_train_and_save(box, tmp_path):
-    lines, reports = injob_lines(box, tmp_path, "clean", "--mode ddp --steps 4 --save-dir /tmp/injob/ckpt --save-at 4")
+    """With --checkpoint-dir: the storage probe measures the directory the trainer then saves under (one that
+    exists: the check names a node where it does not)."""
+    lines, reports = injob_lines(box, tmp_path, "clean", "--mode ddp --steps 4 --save-dir /tmp/injob/ckpt --save-at 4",
+                                 options="--checkpoint-dir /tmp/injob ")
     results = run_on_nodes(box, lines)
     for node, ((out, err), code) in results.items():
         assert code == 0, (node, err[-3000:])
@@ -75,6 +78,7 @@ def test_a_clean_job_checks_then_the_same_processes_train_and_save(box, tmp_path
     assert doc["exit_code"] in (0, 1), [f for f in doc["findings"] if f["status"] != "OK"]
     checks = {f["check"] for f in doc["findings"]}
     assert {"injob.answered", "packages.same", "device.gemm.float32", "bench.job", "bench.pairwise"} <= checks, checks
+    assert {"storage.space", "storage.estimate", "storage.coherence"} <= checks, checks   # each node's own /tmp
     assert doc["nodes"] == [n.name for n in box.nodes[:3]]
 
 

@@ -12,8 +12,8 @@ Importing the package loads nothing heavy: torch and the stages load on the firs
 
 
 def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "reports", report_name: str = "injob",
-          pushgateway=None, quiet: bool = False):
+          pushgateway=None, quiet: bool = False, checkpoint_dir=None):
     """Check the job's nodes from its own ranks, then apply the policy: on_fail="stop" makes every rank exit 2
     when the verdict is not READY; "warn" returns the verdict and training goes on. See run.check."""
     from clustercheck.injob.run import check as run_check
-    return run_check(budget, on_fail, reports_dir, report_name, pushgateway, quiet)
+    return run_check(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir)

@@ -5,20 +5,27 @@
 - the device probe's short measurement (onnode/device_probe.py): on a GPU, each rank its own GPU; on CPU, the
   node's cores, on local rank 0;
 - the bench worker's pair rounds and all_reduce sweep (onnode/bench_worker.py), on every rank, over the job's
-  process group and backend, at a few sizes within the check's budget.
+  process group and backend, at a few sizes within the check's budget;
+- when a checkpoint directory is given, the storage probe (onnode/storage_probe.py) on local rank 0, run as the
+  stage runs it (its own process: it forks a writer per rank slot, which a process holding torch's threads must
+  not): the coherence round (the first node writes, the others look), then every rank slot at one moment.
 No judging here. Each probe keeps its promise of never raising; what the bench could not finish is said.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
-from typing import Dict, List, Optional
+import time
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
 from clustercheck.injob.rendezvous import Deadline, Joined
-from clustercheck.onnode import bench_worker, device_probe, env_probe, rank_faults
+from clustercheck.node.gather import parse_document
+from clustercheck.onnode import bench_worker, device_probe, env_probe, inline_command, rank_faults
 from clustercheck.stages.bench.gather import worker_config
 from clustercheck.stages.bench.options import BenchOptions
 
@@ -26,6 +33,7 @@ from clustercheck.stages.bench.options import BenchOptions
 DEVICE_SHARE = 0.12
 BENCH_SHARE = 0.2
 SIZE_SHARE = 0.04
+STORAGE_SHARE = 0.05     # each storage phase (write, read) and the coherence window
 # A few sizes on each backend: Gloo over TCP saturates well below NCCL's sizes.
 SIZES = {"gloo": (64 * 2 ** 10, 4 * 2 ** 20, 4 * 2 ** 20), "nccl": (2 ** 20, 256 * 2 ** 20, 64 * 2 ** 20)}
 
@@ -107,3 +115,43 @@ def bench_events(joined: Joined, nodes: List[str], leaders: Dict[str, int], dead
         return {"events": events, "config": config, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
     finally:
         bench_worker.EVENTS = None
+
+
+def storage_plan(deadline: Deadline, first_host: str) -> Dict:
+    """Rank 0's plan for the storage rounds: one token, one moment for each round, the node that writes."""
+    seconds = max(1.0, STORAGE_SHARE * deadline.budget_s)
+    coherence_at = time.time() + 2.0
+    return {"token": os.urandom(6).hex(), "seconds": seconds, "window": seconds, "writer": first_host,
+            "coherence_at": coherence_at, "measure_at": coherence_at + seconds + 3.0}
+
+
+def _storage_probe(argv: List[str], timeout_s: float) -> Tuple[Optional[Dict], str]:
+    command = inline_command(sys.executable, "storage_probe", argv)
+    try:
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=max(1.0, timeout_s))
+    except subprocess.TimeoutExpired:
+        return None, f"the storage probe did not finish within {timeout_s:.0f} s"
+    return parse_document(done.stdout)
+
+
+def storage_documents(joined: Joined, host: str, slots: int, first_rank: int, world: int, directory: str,
+                      plan: Dict, deadline: Deadline) -> Dict:
+    """This node's coherence and measuring documents (or why there are none), on its first rank."""
+    rank_faults.kill_if_due("storage")
+    role = "write" if host == plan["writer"] else "look"
+    coherence_args = ["--dir", directory, "--coherence", role, "--token", plan["token"], "--start-at",
+                      f"{plan['coherence_at']:.3f}", "--window", f"{plan['window']:g}"]
+    coherence, coherence_problem = _storage_probe(coherence_args, deadline.left(1.0))
+    joined.post(f"storage-looked/{host}", 1)
+    measure_args = ["--dir", directory, "--slots", str(slots), "--seconds", f"{plan['seconds']:g}", "--start-at",
+                    f"{plan['measure_at']:.3f}", "--token", plan["token"], "--world", str(world), "--rank0",
+                    str(first_rank), "--size", str(64 << 20)]
+    measured, problem = _storage_probe(measure_args, deadline.left(1.0))
+    return {"coherence": coherence, "coherence_problem": coherence_problem, "measured": measured,
+            "problem": problem, "directory": directory, "window": plan["window"]}
+
+
+def remove_coherence_file(joined: Joined, hosts: List[str], directory: str, plan: Dict, deadline: Deadline) -> None:
+    """The writer's file goes once every node has looked (or the deadline came)."""
+    joined.wait_for([f"storage-looked/{h}" for h in hosts], Deadline(min(deadline.left(0), 3 * plan["window"])))
+    _storage_probe(["--dir", directory, "--coherence", "remove", "--token", plan["token"]], 30.0)

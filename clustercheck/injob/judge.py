@@ -26,6 +26,9 @@ from clustercheck.stages.device.stage import DeviceStage
 from clustercheck.stages.env.facts import env_facts
 from clustercheck.stages.env.options import EnvOptions
 from clustercheck.stages.env.stage import EnvStage
+from clustercheck.stages.storage.facts import StorageFacts
+from clustercheck.stages.storage.options import StorageOptions
+from clustercheck.stages.storage.stage import StorageStage
 from clustercheck.transport.base import NodeResult, Outcome
 
 LAUNCH_NAME = "job"     # the bench's findings say "bench.job": the job's own ranks, not a launch of ours
@@ -76,6 +79,27 @@ def _device_facts(gathered: Gathered, nodes: List[Node]) -> DeviceFacts:
     return facts
 
 
+def _storage_facts(gathered: Gathered, nodes: List[Node]) -> Optional[StorageFacts]:
+    """The storage probes' documents as the storage stage keeps them (None when no directory was measured)."""
+    docs = {gathered.who[r]["host"]: doc["storage"] for r, doc in gathered.answered.items() if doc.get("storage")}
+    if not docs:
+        return None
+    directory = next(iter(docs.values()))["directory"]
+    params, model = StorageOptions(checkpoint_dir=directory).model_params()
+    facts = StorageFacts(nodes, directory, {h: len(gathered.ranks_on(h)) for h in gathered.hosts()},
+                         params=params, model=model, writer=gathered.hosts()[0])
+    for host, doc in docs.items():
+        for key, problem_key, into, problems in (("coherence", "coherence_problem", facts.coherence,
+                                                  facts.coherence_problems),
+                                                 ("measured", "problem", facts.measured, facts.problems)):
+            if doc.get(key) is not None:
+                into[host] = doc[key]
+            elif doc.get(problem_key):
+                problems[host] = doc[problem_key]
+        facts.window = doc["window"]
+    return facts
+
+
 def _launch(gathered: Gathered) -> Optional[LaunchResult]:
     """The bench's ranks as one launch over the nodes: each node's events, and how its ranks ended."""
     benches = {r: doc["bench"] for r, doc in gathered.answered.items() if doc.get("bench") is not None}
@@ -118,16 +142,21 @@ def judged(gathered: Gathered) -> Tuple[List[Stage], RunResult]:
         results[1].facts, results[1].findings = device, device_stage.judge(device)
     else:
         results[1].skipped = "no rank answered with its device's measurement"
+    storage = _storage_facts(gathered, nodes)
+    if storage is not None:
+        storage_stage = StorageStage(StorageOptions(checkpoint_dir=storage.directory))
+        results.insert(2, StageResult("storage", facts=storage, findings=storage_stage.judge(storage)))
     launch = _launch(gathered)
     if launch is not None:
         bench = BenchFacts(nodes, probed, gathered.backend, stages=[launch])
         bench.nproc = {host: len(gathered.ranks_on(host)) for host in gathered.hosts()}
         bench.expected = expected_figure(bench_options, bench_stage.expect.configured_busbw, probed, gathered.backend)
-        results[2].facts, results[2].findings = bench, bench_stage.judge(bench)
+        results[-1].facts, results[-1].findings = bench, bench_stage.judge(bench)
     else:
-        results[2].skipped = "no rank answered with its bandwidth measurement"
-    for result, phase in zip(results, ("env", "device", "bench")):
-        result.wall_s = max((doc.get("seconds", {}).get(phase, 0.0) for doc in gathered.answered.values()),
+        results[-1].skipped = "no rank answered with its bandwidth measurement"
+    for result in results:
+        result.wall_s = max((doc.get("seconds", {}).get(result.name, 0.0) for doc in gathered.answered.values()),
                             default=0.0)
         result.command = "python -m clustercheck.injob (inside the job)"
-    return [env_stage, device_stage, bench_stage], RunResult(nodes, results)
+    stages = [env_stage, device_stage] + ([storage_stage] if storage is not None else []) + [bench_stage]
+    return stages, RunResult(nodes, results)

@@ -1,7 +1,7 @@
 """The options of the check inside the job, and the wrapper's command line:
 
     torchrun ... -m clustercheck.injob [--budget S] [--on-fail stop|warn] [--reports-dir DIR]
-                                       [--pushgateway URL] [--quiet] -- train.py ARGS...
+                                       [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- train.py ARGS...
 
 Everything after `--` (or from the first word that is not an option) is the user's script and its
 arguments, passed through untouched; a launcher's --local_rank before them is the script's, and passed on. Bad input raises InputError naming the option and value. Pure.
@@ -27,7 +27,8 @@ class InjobOptions:
     reports_dir: str = "reports"            # rank 0 writes the Markdown and JSON report there
     report_name: str = "injob"
     pushgateway: Optional[str] = None
-    quiet: bool = False                     # no verdict table on rank 0's stdout (the one line still)
+    quiet: bool = False                     # no findings on rank 0's stderr (the one line still)
+    checkpoint_dir: Optional[str] = None    # measured by the storage probe when given
 
     def __post_init__(self):
         validate(self)
@@ -45,13 +46,13 @@ def validate(options: InjobOptions) -> None:
 
 
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
-          "--report-name": "report_name", "--pushgateway": "pushgateway"}
+          "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir"}
 FLAGS = {"--quiet": "quiet"}
 # What a launcher puts before the module's own arguments, meant for the training script: DeepSpeed's launcher
 # (--local_rank=N unless --no_local_rank) and torch.distributed.launch (--local-rank=N). Passed on to it, first.
 FOR_THE_SCRIPT = ("--local_rank", "--local-rank")
 USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
-         "[--report-name NAME] [--pushgateway URL] [--quiet] -- SCRIPT [ARGS...]")
+         "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- SCRIPT [ARGS...]")
 
 
 def _budget(text: str) -> float:

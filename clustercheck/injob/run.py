@@ -37,12 +37,13 @@ def bad_input(error: InputError) -> NoReturn:
 
 
 def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "reports", report_name: str = "injob",
-          pushgateway: Optional[str] = None, quiet: bool = False, command: str = "") -> Verdict:
+          pushgateway: Optional[str] = None, quiet: bool = False, checkpoint_dir: Optional[str] = None,
+          command: str = "") -> Verdict:
     """Check the job's nodes from its own ranks, then apply the policy; returns the verdict when training goes
     on. Uses the job's process group if there is one, else makes one from the launcher's variables and
     destroys it before returning (the script's own init_process_group works after it)."""
     try:
-        options = InjobOptions(budget, on_fail, reports_dir, report_name, pushgateway, quiet)
+        options = InjobOptions(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir)
         job = read_job_env(os.environ)
     except InputError as error:
         bad_input(error)
@@ -98,7 +99,7 @@ def checked(joined: Joined, job: JobEnv, options: InjobOptions, deadline: Deadli
     keys = [f"who/{r}" for r in range(job.world_size)]
     arrived = joined.wait_for(keys, Deadline(ARRIVAL_SHARE * options.budget_s - deadline.spent()))
     # Not everyone came: no collective can complete, so none is started; the ranks that came say so at once.
-    joined.post(f"doc/{job.rank}", my_documents(joined, job, deadline) if all(arrived) else
+    joined.post(f"doc/{job.rank}", my_documents(joined, job, deadline, options.checkpoint_dir) if all(arrived) else
                 {"skipped": "not every rank arrived"})
     if job.rank == 0:
         gathered = collect(joined, job.world_size, options.budget_s, deadline)
@@ -128,9 +129,10 @@ def host_of(joined: Joined, rank: int) -> str:
         return "unknown"
 
 
-def my_documents(joined: Joined, job: JobEnv, deadline: Deadline) -> Dict:
-    """This rank's documents (env and device on the node's first rank, device on every GPU rank, the bench on
-    every rank), with the seconds each took; the phase it enters posted first, for the others to name."""
+def my_documents(joined: Joined, job: JobEnv, deadline: Deadline, directory: Optional[str]) -> Dict:
+    """This rank's documents (env and device on the node's first rank, device on every GPU rank, storage on the
+    node's first rank when a directory is given, the bench on every rank), with the seconds each took; the
+    phase it enters posted first, for the others to name."""
     if joined.made_group:
         make_group(joined, job, Deadline(ANSWER_SHARE * deadline.budget_s - deadline.spent()))
     who = [joined.fetch(f"who/{r}") for r in range(job.world_size)]
@@ -138,19 +140,40 @@ def my_documents(joined: Joined, job: JobEnv, deadline: Deadline) -> Dict:
     leaders = {w["host"]: w["rank"] for w in who if w["local_rank"] == 0}
     if job.rank == 0:
         joined.post("plan", {"salt": secrets.token_hex(8)})
-    salt = joined.fetch("plan")["salt"] if joined.wait_for(["plan"], deadline)[0] else ""
+    plan = joined.fetch("plan") if joined.wait_for(["plan"], deadline)[0] else {"salt": ""}
     doc: Dict = {"seconds": {}}
-    for phase in ("device", "env", "bench"):
+    for phase in ("device", "storage", "env", "bench"):
         joined.post(f"phase/{job.rank}", phase)
         started = time.monotonic()
         if phase == "device":
             doc["device"] = gather.device_document(joined, job.node_leader, deadline)
+        elif phase == "storage" and job.node_leader and directory:
+            doc["storage"] = storage_phase(joined, job, who, directory, deadline)
         elif phase == "env" and job.node_leader:
-            doc["env"] = gather.env_document(peers(hosts, job.host), salt)
+            doc["env"] = gather.env_document(peers(hosts, job.host), plan["salt"])
         elif phase == "bench":
             doc["bench"] = gather.bench_events(joined, hosts, leaders, deadline)
         doc["seconds"][phase] = time.monotonic() - started
     return doc
+
+
+def storage_phase(joined: Joined, job: JobEnv, who: List[Dict], directory: str, deadline: Deadline) -> Optional[Dict]:
+    """The nodes' first ranks measure the directory at one moment, set by the first node's once every node is
+    ready (the device measurement before it ends at different times on different nodes)."""
+    hosts = list(dict.fromkeys(w["host"] for w in who))
+    joined.post(f"storage-ready/{job.host}", 1)
+    if job.host == hosts[0]:
+        joined.wait_for([f"storage-ready/{h}" for h in hosts], deadline)
+        joined.post("storage-plan", gather.storage_plan(deadline, hosts[0]))
+    if not joined.wait_for(["storage-plan"], deadline)[0]:
+        return None
+    plan = joined.fetch("storage-plan")
+    mine = [w["rank"] for w in who if w["host"] == job.host]
+    found = gather.storage_documents(joined, job.host, len(mine), min(mine), job.world_size, directory, plan,
+                                     deadline)
+    if job.host == plan["writer"]:
+        gather.remove_coherence_file(joined, hosts, directory, plan, deadline)
+    return found
 
 
 def peers(hosts: List[str], mine: str) -> List[str]:
