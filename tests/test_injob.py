@@ -282,6 +282,12 @@ def test_bad_input_is_one_line_and_exit_64_on_every_rank_before_any_collective(a
         assert line.startswith("clustercheck injob: Error: command line: ") and message in line, err
 
 
+def test_help_says_how_to_use_it():
+    proc = subprocess.run([sys.executable, "-m", "clustercheck.injob", "--help"], capture_output=True, text=True,
+                          timeout=60, env=job_env(), cwd=ROOT)
+    assert proc.returncode == EXIT_OK and proc.stdout.startswith("usage: torchrun ... -m clustercheck.injob")
+
+
 def test_not_under_a_launcher_is_exit_64():
     env = {k: v for k, v in job_env().items() if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")}
     proc = subprocess.run([sys.executable, "-m", "clustercheck.injob", "--", "x.py"], capture_output=True,

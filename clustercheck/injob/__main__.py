@@ -17,11 +17,14 @@ import sys
 from clustercheck.core.errors import InputError
 from clustercheck.injob.run import apply_policy, bad_input, run_check
 from clustercheck.injob.launcher import read_job_env
-from clustercheck.injob.options import parse_wrapper
+from clustercheck.injob.options import USAGE, parse_wrapper
 
 
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__.strip()}\n\nThe guide: docs/guides/injob.md")
+        return
     try:
         options, script, script_args = parse_wrapper(argv)
         job = read_job_env(os.environ)
