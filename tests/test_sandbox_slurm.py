@@ -195,3 +195,23 @@ def test_node_check_names_a_fallen_gpu_in_one_line_for_slurm(cluster):
     assert proc.returncode == EXIT_FAIL, proc.stdout + proc.stderr
     [line] = proc.stdout.strip().splitlines()
     assert line.startswith("CLUSTERCHECK CRITICAL - ") and "Xid 79" in line and len(line) < 260, line
+
+
+def test_the_check_inside_the_job_under_srun_then_the_same_processes_train(cluster):
+    """Issue 45: one srun step, torchrun on each node with the check's module before the trainer (as the guide
+    writes it): the check over the job's own ranks, READY, then the trainer in the same processes."""
+    reports = os.path.join(cluster.dir, "injob-srun")
+    trainer = os.path.join(cluster.code, "reference_train", "train.py")
+    head = cluster.nodes[0].name
+    inner = (f"GLOO_SOCKET_IFNAME=eth0 {PY} -m torch.distributed.run --nnodes 3 --nproc-per-node 1 "
+             f"--rdzv-backend c10d --rdzv-endpoint {head}:29520 --rdzv-id injob -m clustercheck.injob --budget 40 "
+             f"--reports-dir {reports} -- {trainer} --mode ddp --steps 2")
+    proc = salloc(cluster, "srun", "--ntasks-per-node=1", "bash", "-c", inner, cwd=cluster.dir)
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [done] = [json.loads(line) for line in proc.stdout.splitlines() if '"summary"' in line]
+    assert done["world"] == 3 and done["steps"] == 2
+    [path] = [p for p in os.listdir(reports) if p.endswith(".json")]
+    doc = json.load(open(os.path.join(reports, path)))
+    assert doc["exit_code"] in (EXIT_OK, 1) and doc["nodes"] == [n.name for n in cluster.nodes]
+    checks = {f["check"] for f in doc["findings"]}
+    assert {"injob.answered", "packages.same", "device.gemm.float32", "bench.job", "bench.pairwise"} <= checks, checks

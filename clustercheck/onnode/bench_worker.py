@@ -23,7 +23,10 @@ import time
 
 import torch
 import torch.distributed as dist
-from clustercheck_rounds import Isolation, exchange_gbps, round_robin
+try:  # imported as part of the clustercheck package (the check inside a job, clustercheck.injob)
+    from .rounds import Isolation, exchange_gbps, round_robin
+except ImportError:  # shipped to a node: clustercheck_rounds.py beside this file
+    from clustercheck_rounds import Isolation, exchange_gbps, round_robin
 
 try:   # the hang hook and the sandbox's rank faults, shipped beside this file
     import clustercheck_hang as hang
@@ -38,7 +41,13 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.Redu
 SPLIT = {"all_gather", "reduce_scatter", "alltoall"}
 
 
+EVENTS = None   # in-process (clustercheck.injob): a list the events go to instead of stdout
+
+
 def emit(doc):
+    if EVENTS is not None:
+        EVENTS.append(doc)
+        return
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
 

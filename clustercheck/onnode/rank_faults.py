@@ -7,6 +7,8 @@ or a test sets it); RANK and STEP are numbers:
 - CLUSTERCHECK_TEST_NAN_AT=STEP:RANK      that rank's loss turns NaN at that step;
 - CLUSTERCHECK_TEST_FREEZE_AT=STEP:RANK   that rank stops itself (SIGSTOP) after that step
                                           (for bench, the step is the message size);
+- CLUSTERCHECK_TEST_KILL_AT=PHASE:RANK   that rank kills itself (SIGKILL) as the check inside the job
+                                          (clustercheck.injob) enters that phase (device, bench);
 - CLUSTERCHECK_TEST_STDERR_BYTES=N        every rank writes N bytes to stderr when training starts,
                                           as NCCL_DEBUG=INFO or TORCH_DISTRIBUTED_DEBUG=DETAIL do;
 - CLUSTERCHECK_TEST_NCCL_LOG=FILE          every rank writes FILE (a recorded NCCL INFO log) where its
@@ -36,6 +38,12 @@ def freeze_if_due(step) -> None:
     knob = _pair("CLUSTERCHECK_TEST_FREEZE_AT")
     if knob and knob == (str(step), _rank()):
         os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def kill_if_due(phase) -> None:
+    knob = _pair("CLUSTERCHECK_TEST_KILL_AT")
+    if knob and knob == (str(phase), _rank()):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def scaled_lr(lr: float) -> float:

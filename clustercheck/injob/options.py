@@ -1,0 +1,99 @@
+"""The options of the check inside the job, and the wrapper's command line:
+
+    torchrun ... -m clustercheck.injob [--budget S] [--on-fail stop|warn] [--reports-dir DIR]
+                                       [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- train.py ARGS...
+
+Everything after `--` (or from the first word that is not an option) is the user's script and its
+arguments, passed through untouched; a launcher's --local_rank before them is the script's, and passed on. Bad input raises InputError naming the option and value. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from clustercheck.core.errors import InputError
+
+SOURCE = "command line"
+POLICIES = ("stop", "warn")
+DEFAULT_BUDGET_S = 60.0
+
+
+@dataclass
+class InjobOptions:
+    budget_s: float = DEFAULT_BUDGET_S      # the whole check, every rank ends within it
+    on_fail: str = "stop"                   # stop: every rank exits 2 before the first step; warn: train on
+    reports_dir: str = "reports"            # rank 0 writes the Markdown and JSON report there
+    report_name: str = "injob"
+    pushgateway: Optional[str] = None
+    quiet: bool = False                     # no findings on rank 0's stderr (the one line still)
+    checkpoint_dir: Optional[str] = None    # measured by the storage probe when given
+
+    def __post_init__(self):
+        validate(self)
+
+
+def validate(options: InjobOptions) -> None:
+    budget = options.budget_s
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget <= 0:
+        raise InputError("--budget must be a number of seconds above 0", SOURCE, value=str(budget))
+    if options.on_fail not in POLICIES:
+        raise InputError(f"--on-fail takes {' or '.join(POLICIES)}", SOURCE, value=str(options.on_fail))
+    if options.pushgateway is not None:
+        from clustercheck.metrics.export import check_pushgateway   # prometheus_client loads only when asked
+        check_pushgateway(options.pushgateway)
+
+
+VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
+          "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir"}
+FLAGS = {"--quiet": "quiet"}
+# What a launcher puts before the module's own arguments, meant for the training script: DeepSpeed's launcher
+# (--local_rank=N unless --no_local_rank) and torch.distributed.launch (--local-rank=N). Passed on to it, first.
+FOR_THE_SCRIPT = ("--local_rank", "--local-rank")
+USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
+         "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- SCRIPT [ARGS...]")
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InputError("--budget must be a number of seconds above 0", SOURCE, value=text)
+    return value
+
+
+def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
+    """(options, script, the script's arguments) from the wrapper's argv (sys.argv[1:])."""
+    values = {}
+    passed_on: List[str] = []
+    index = 0
+    args = list(argv)
+    while index < len(args):
+        word = args[index]
+        if word == "--":
+            index += 1
+            break
+        name, sep, inline = word.partition("=")
+        if name in FOR_THE_SCRIPT:
+            passed_on += args[index:index + (1 if sep else 2)]
+            index += 0 if sep else 1
+        elif name in FLAGS and not sep:
+            values[FLAGS[name]] = True
+        elif name in VALUED:
+            if not sep:
+                if index + 1 >= len(args):
+                    raise InputError(f"{name} needs a value", SOURCE)
+                index += 1
+                inline = args[index]
+            values[VALUED[name]] = _budget(inline) if name == "--budget" else inline
+        elif word.startswith("-"):
+            raise InputError(f"unknown option {name} ({USAGE})", SOURCE, value=word)
+        else:
+            break
+        index += 1
+    if index >= len(args):
+        raise InputError(f"no training script given ({USAGE})", SOURCE)
+    return InjobOptions(**values), args[index], passed_on + args[index + 1:]
