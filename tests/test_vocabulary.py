@@ -104,7 +104,7 @@ LINES = [
     ("RuntimeError: connect() timed out. Original timeout was 1800000 ms.", "rendezvous", "c10d store"),
     # DeepSpeed's config (runtime/config.py _batch_assertion)
     ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
-     "gradient_acc_step * world_size 16 != 2 * 1 * 4", "ds-config", "config assertion"),
+     "gradient_acc_step * world_size 16 != 2 * 1 * 4", "ds-config", "batch size"),
     # the Hugging Face hub (transformers utils/hub.py, huggingface_hub file_download.py)
     ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached "
      "files and it looks like bert-base-uncased is not the path to a directory containing a file named config.json.",
@@ -131,10 +131,10 @@ LINES = [
     ("torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
      "server shutdown or crash?", "peer-lost", "store connection closed"),
     ("AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", "ds-config",
-     "config assertion"),
+     "batch size"),
     # transformers' DeepSpeed integration (integrations/deepspeed.py)
     ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:",
-     "ds-config", "config assertion"),
+     "ds-config", "transformers integration"),
     # other schedulers, the shell, the CPU allocator, glibc's malloc, aten's index check, the container runtime
     ("=>> PBS: job killed: walltime 86415 exceeded limit 86400", "scheduler", "time limit (PBS, LSF)"),
     ("/var/spool/slurmd/job123/slurm_script: line 12: 48213 Killed                  python train.py", "killed",

@@ -75,6 +75,10 @@ _TABLE = """
 909 Timeout wait operation timed out|cuda-error
 999 Unknown unknown error|cuda-error
 """
+# Codes that say the call itself was refused (its argument, its handle), not that a kernel or the GPU failed: where
+# NCCL's CUDACHECK reports one ("Cuda failure 1 'invalid argument'", checks.h), the refused call was NCCL's own
+# (its transports' setup: CUDA IPC handles, cuMem, P2P), so the failure is NCCL's (lookup.py's context).
+REFUSED_CALLS = {"cudaErrorInvalidValue", "cudaErrorInvalidResourceHandle"}
 ERRORS: List[CudaError] = []
 for _row in _TABLE.strip().splitlines():
     _head, _kind = _row.split("|")

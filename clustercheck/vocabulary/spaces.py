@@ -36,7 +36,8 @@ SPACES: Dict[str, Space] = {
     "loader": Space(30, "glibc's dynamic loader (elf/dl-load.c, dl-version.c, dl-lookup.c)"),
     # the Hugging Face hub, before the socket errno it carries
     "hub": Space(40, "huggingface_hub's errors.py and file_download.py, transformers' utils/hub.py"),
-    "deepspeed": Space(50, "DeepSpeed's deepspeed/runtime/config.py (_batch_assertion, _do_error_check)"),
+    "deepspeed": Space(50, "DeepSpeed's config checks (deepspeed/runtime/config.py, zero/config.py, config_utils.py) "
+                           "and transformers' DeepSpeed integration"),
     "cuda-init": Space(60, "torch's CUDA initialization warnings (c10/cuda/CUDAFunctions.cpp, torch/cuda/__init__.py)"),
     "cuda": Space(70, "CUDA's cudaError_t (driver_types.h, cudaGetErrorString) and CUresult (cuda.h)"),
     "cuda-libs": Space(80, "cuBLAS, cuDNN, cuFFT, cuSOLVER and cuRAND status codes (their headers)"),
