@@ -153,6 +153,43 @@ LINES = [
 ]
 
 
+# DeepSpeed's config checks, each row by the source it reads (deepspeedai/DeepSpeed at v0.3.0, v0.8.0, v0.19;
+# huggingface/transformers 4.x deepspeed.py), the exception line as Python prints it.
+LINES += [
+    # bigcode-project/starcoder#77 (comment by Kushalamummigatti): rich's box wrapped the message after "is not"
+    ("AssertionError: Check batch related parameters. train_batch_size is not", "ds-config", "batch size"),
+    ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "ds-config", "batch size"),
+    ("AssertionError: Either train_batch_size or micro_batch_per_gpu needs to be provided", "ds-config",
+     "batch size"),
+    ("AssertionError: DeepSpeedConfig: train_micro_batch_size_per_gpu is not defined", "ds-config", "config check"),
+    ("AssertionError: DeepSpeedConfig: ZeRO is only supported if fp16 is enabled", "ds-config", "config check"),
+    ("AssertionError: Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.", "ds-config",
+     "config check"),
+    ("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled", "ds-config", "config check"),
+    ("ValueError: gradient_allreduce_op='sum' is not supported with ZeRO stage 3", "ds-config", "config check"),
+    ("ValueError: Invalid communication_data_type. Supported data types: ['fp16', 'bf16', 'fp32']. Got: fp8",
+     "ds-config", "config value"),
+    ("ValueError: Duplicate keys in DeepSpeed config: ['fp16']", "ds-config", "config value"),
+    ("deepspeed.runtime.config.DeepSpeedConfigError: Checkpoint config contains invalid tag_validation value of "
+     "SOMETIMES, expecting one of ['IGNORE', 'WARN', 'FAIL']", "ds-config", "config value"),
+    ("AssertionError: Partial offloading only supported for ZeRO Stage 3.", "ds-config", "ZeRO config"),
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "ds-config",
+     "ZeRO config"),
+    ("deepspeed.elasticity.config.ElasticityConfigError: One or more batch related parameters were found in your "
+     "ds_config (train_batch_size, train_micro_batch_size_per_gpu, and/or gradient_accumulation_steps).",
+     "ds-config", "elasticity"),
+    # huggingface/transformers#11044 (comment by sajastu, 2021-06-29)
+    ("ValueError: ZeRO Offload can only work with DeepSpeed optimizers", "ds-config", "transformers integration"),
+    # the kernel's full neighbour table: rtr7/router7#31 (stapelberg, 2019-06-05) and, before the routing cache
+    # went (3.6), QubesOS/qubes-issues#355 (marmarek, 2011)
+    ("[843041.359054] neighbour: arp_cache: neighbor table overflow!", "network", "neighbour table overflow"),
+    ("[250066.491572](250066.489724]) ipv4: Neighbour table overflow.", "network", "neighbour table overflow"),
+    # a CUDA call failed in NCCL's CUDACHECK words is NCCL's (NVIDIA/nccl#1410, xiejibing 2024-08-21; pytorch#111187)
+    ("[rank7]: Cuda failure 1 'invalid argument'", "nccl", "cudaErrorInvalidValue"),
+    ("Cuda failure 'invalid argument'", "nccl", "cudaErrorInvalidValue"),
+]
+
+
 @pytest.mark.parametrize("line, kind, code", LINES, ids=[line[:40] for line, _, _ in LINES])
 def test_each_new_space_reads_the_lines_its_source_prints(line, kind, code):
     meaning = read_line(line)
@@ -192,6 +229,24 @@ def test_a_row_that_proves_less_than_its_kind_names_the_rank_only_where_nothing_
     assert (cause.kind, cause.ranks) == ("killed", [2])
     cancelled = classify({"n1": NodeRun("n1", exit_code=1, stderr=lines[-1])}, 600)
     assert cancelled.kind == "scheduler"
+
+
+def test_a_failed_cuda_call_is_nccls_only_in_nccls_words_and_a_kernel_fault_stays_the_gpus():
+    """NCCL's "Cuda failure 'invalid argument'" is its own call refused (pytorch#111187, WSL2: first line
+    ncclUnhandledCudaError), "Cuda failure 999 'unknown error'" its call failing (pytorch#170045); torch's "CUDA error: invalid argument" is a kernel's call; NCCL's out of memory and an
+    illegal address it saw stay what CUDA says they are."""
+    assert read_line("RuntimeError: CUDA error: invalid argument").kind == "cuda-error"
+    assert read_line("h:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 2 'out of memory'").kind == "oom"
+    assert read_line("h:1:2 [3] misc/x.cc:1 NCCL WARN Cuda failure 'an illegal memory access was "
+                     "encountered'").kind == "cuda-error"
+    meaning = read_line("h:1:2 [0] misc/strongstream.cc:1 NCCL WARN Cuda failure 1 'invalid argument'")
+    assert meaning.kind == "nccl" and "NCCL_P2P_DISABLE=1" in meaning.summary
+
+
+def test_the_neighbour_table_overflow_says_which_sysctls_to_raise():
+    meaning = read_line("neighbour: ndisc_cache: neighbor table overflow!")
+    assert meaning.kind == "network" and "gc_thresh1/2/3" in meaning.summary
+    assert read_line("the neighbour table overflowed yesterday") is None
 
 
 def test_docs_failures_md_shows_the_table_as_it_is():

@@ -43,6 +43,7 @@ SPACES: Dict[str, Space] = {
     "cuda-libs": Space(80, "cuBLAS, cuDNN, cuFFT, cuSOLVER and cuRAND status codes (their headers)"),
     "xid": Space(85, "the NVIDIA driver's Xid events (NVRM: Xid lines, NVIDIA's Xid catalogue)"),
     "nvml": Space(90, "NVML's nvmlReturn_t (nvml.h, nvmlErrorString) and nvidia-smi's messages and exit codes"),
+    "kernel": Space(95, "the Linux kernel's own log lines (dmesg): net/core/neighbour.c, net/ipv4/route.c"),
     "errno": Space(100, "the platform's errno (Python's errno, os.strerror)"),
     "c10d": Space(110, "torch.distributed's store, rendezvous and watchdog (c10d, torchelastic)"),
     "signal": Space(120, "the platform's signals (Python's signal) as launchers and the shell print them"),
