@@ -173,6 +173,8 @@ LINES += [
     ("deepspeed.runtime.config.DeepSpeedConfigError: Checkpoint config contains invalid tag_validation value of "
      "SOMETIMES, expecting one of ['IGNORE', 'WARN', 'FAIL']", "ds-config", "config value"),
     ("AssertionError: Partial offloading only supported for ZeRO Stage 3.", "ds-config", "ZeRO config"),
+    ("AssertionError: Invalid optimizer offloading device specified: gpu.", "ds-config", "ZeRO config"),
+    ("AssertionError: bfloat16 mode is only enabled for Zero 1,2,3 currently. got 0", "ds-config", "config check"),
     ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "ds-config",
      "ZeRO config"),
     ("deepspeed.elasticity.config.ElasticityConfigError: One or more batch related parameters were found in your "
@@ -233,7 +235,8 @@ def test_a_row_that_proves_less_than_its_kind_names_the_rank_only_where_nothing_
 
 def test_a_failed_cuda_call_is_nccls_only_in_nccls_words_and_a_kernel_fault_stays_the_gpus():
     """NCCL's "Cuda failure 'invalid argument'" is its own call refused (pytorch#111187, WSL2: first line
-    ncclUnhandledCudaError), "Cuda failure 999 'unknown error'" its call failing (pytorch#170045); torch's "CUDA error: invalid argument" is a kernel's call; NCCL's out of memory and an
+    ncclUnhandledCudaError), "Cuda failure 999 'unknown error'" its call failing (pytorch#170045); torch's "CUDA
+    error: invalid argument" is a kernel's call; NCCL's out of memory and an
     illegal address it saw stay what CUDA says they are."""
     assert read_line("RuntimeError: CUDA error: invalid argument").kind == "cuda-error"
     assert read_line("h:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 2 'out of memory'").kind == "oom"

@@ -81,7 +81,8 @@ ROWS: List[Row] = [
                      r"bfloat16 and fp16 modes cannot be simultaneously enabled|"
                      r"='sum' is not supported with (?:ZeRO stage|ZenFlow|DeepCompile)|"
                      r"is only supported with ZeRO Stage|is not supported with ZeRO stage|"
-                     r"Eigenvalue based MoQ is temporarily disabled", "ds-config", "config check",
+                     r"Eigenvalue based MoQ is temporarily disabled|bfloat16 mode is only enabled for Zero",
+        "ds-config", "config check",
         DS + "runtime/config.py _do_error_check: \"DeepSpeedConfig: %s is not defined\", \"DeepSpeedConfig: "
              "Maximum supported ZeRO stage is %d\", \"Fp16_master_weights_and_grads is only supported with ZeRO "
              "Stage 2 for now\" (1, 2, or 3 since), \"gradient_allreduce_op='sum' is not supported with ZeRO stage "
@@ -100,11 +101,14 @@ ROWS: List[Row] = [
              "keys in DeepSpeed config\""),
     Row("deepspeed", r"validation errors? for DeepSpeed\w*Config|DeepSpeedZeroConfig: 'stage' must be defined before|"
                      r"Partial offloading only supported for ZeRO Stage 3|Cannot provide deprecated parameter '|"
+                     r"Invalid (?:parameter|optimizer) offloading device specified|"
+                     r"' is a required field and does not have a default value|' is not a field in <class 'deepspeed\.|"
                      r"ZeRO inference only makes sense with ZeRO Stage 3|"
                      r"You are using an untested ZeRO Optimizer", "ds-config", "ZeRO config",
         DS + "runtime/zero/config.py (pydantic: \"1 validation error for DeepSpeedZeroConfig\"; \"Partial "
              "offloading only supported for ZeRO Stage 3.\", \"DeepSpeedZeroConfig: 'stage' must be defined before "
-             "'overlap_comm'\"), config_utils.py DeepSpeedConfigModel \"Cannot provide deprecated parameter '%s' and "
+             "'overlap_comm'\"), offload_config.py (v0.6) \"Invalid optimizer offloading device specified\", "
+             "config_utils.py DeepSpeedConfigModel \"Cannot provide deprecated parameter '%s' and "
              "replacing parameter '%s' together\"; engine.py \"You are using an untested ZeRO Optimizer\""),
     Row("deepspeed", r"ElasticityConfigError|One or more batch related parameters were found in your ds_config|"
                      r"Model-Parallel size cannot be less than 1|NUmber of GPUs per node cannot be less than 1",
@@ -114,13 +118,15 @@ ROWS: List[Row] = [
     Row("deepspeed", r"ZeRO Offload can only work with DeepSpeed optimizers|"
                      r"--adafactor was passed, but also found `optimizer` configured in the DeepSpeed config|"
                      r"DeepSpeed config values that mismatch TrainingArguments|"
-                     r"not possible to automatically fill out the following `auto` entries",
+                     r"not possible to automatically fill out the following `auto` entries|"
+                     r"expecting either a path to a config file or a pre-populated dict",
         "ds-config", "transformers integration",
         "huggingface/transformers deepspeed.py (4.6 to 4.30; integrations/deepspeed.py since) deepspeed_init / "
         "deepspeed_optim_sched: \"ZeRO Offload can only work with DeepSpeed optimizers\", \"--adafactor was "
         "passed, but also found `optimizer` configured in the DeepSpeed config\"; trainer_config_finalize: "
         "\"Please correct the following DeepSpeed config values that mismatch TrainingArguments values\", \"it's "
-        "not possible to automatically fill out the following `auto` entries\"; deepspeed_init: \"ZeRO inference "
+        "not possible to automatically fill out the following `auto` entries\"; HfDeepSpeedConfig: \"expecting "
+        "either a path to a config file or a pre-populated dict\"; deepspeed_init: \"ZeRO inference "
         "only makes sense with ZeRO Stage 3\" (the ZeRO row)"),
     # ---- torch.distributed: c10d store, rendezvous, watchdog (c10d/TCPStore.cpp, ProcessGroupNCCL.cpp, ------
     # ---- torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py) ------------------------------

@@ -82,6 +82,7 @@ ROWS.append(Row("signal", r"free\(\): invalid (?:pointer|size)|double free or co
 # ranks cannot reach each other (clustercheck env judges the gc_thresh sysctls: node/neighbours.py)
 ROWS.append(Row("kernel", r"\b(?:arp|ndisc)_cache: neighbou?r table overflow|Neighbou?r table overflow\.", "network",
                 NEIGHBOUR_OVERFLOW,
-                "torvalds/linux net/core/neighbour.c neigh_alloc: net_info_ratelimited(\"%s: neighbor table overflow!\", "
-                "tbl->id) (\"neighbour: arp_cache: ...\"); older kernels' net/ipv4/route.c and net/ipv6/route.c (the routing cache, gone in 3.6): "
-                "printk(KERN_WARNING \"Neighbour table overflow.\")"))
+                "torvalds/linux net/core/neighbour.c neigh_alloc: net_info_ratelimited(\"%s: neighbor table "
+                "overflow!\", tbl->id) (\"neighbour: arp_cache: ...\"); older kernels' net/ipv4/route.c and "
+                "net/ipv6/route.c (the routing cache, gone in 3.6): printk(KERN_WARNING \"Neighbour table "
+                "overflow.\")"))
