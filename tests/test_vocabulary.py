@@ -250,6 +250,10 @@ def test_the_neighbour_table_overflow_says_which_sysctls_to_raise():
     meaning = read_line("neighbour: ndisc_cache: neighbor table overflow!")
     assert meaning.kind == "network" and "gc_thresh1/2/3" in meaning.summary
     assert read_line("the neighbour table overflowed yesterday") is None
+    # the on-node probe (standard library only) keeps its own pattern: it reads the same real lines
+    from clustercheck.onnode.kernlog import NEIGH_OVERFLOW
+    real = [line for line, kind, code in LINES if code == "neighbour table overflow"]
+    assert len(real) == 2 and all(NEIGH_OVERFLOW.search(line) and read_line(line) for line in real)
 
 
 def test_docs_failures_md_shows_the_table_as_it_is():
