@@ -178,3 +178,21 @@ def test_a_straggler_is_named_and_scheduling_noise_is_not():
     assert noise.check == "smoke.throughput" and noise.status is Status.OK
     [slow] = throughput(SimpleNamespace(summary=_ranks([5.6, 5.1, 14.0])))
     assert slow.check == "smoke.straggler" and slow.status is Status.WARN and slow.nodes == ["n3"]
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2, 8])
+def test_an_echo_is_never_the_cause_beside_a_launchers_bare_child_failed(ranks_per_node):
+    """bytedance/HLLM#9: torchrun's own traceback ends in ChildFailedError (no summary, no rank's error): a child
+    of node1 failed and said nothing telling. The other ranks' and node2's "Connection closed by peer" are what
+    they saw of it, not its cause: could not classify, on node1, never peer-lost and never node2."""
+    text = open(os.path.join(HELD, "bytedance-hllm-9.txt")).read()
+    runs = {"node1": NodeRun("node1", exit_code=1, stderr=node_stderr(text, ranks_per_node)),
+            "node2": NodeRun("node2", exit_code=1, stderr=node_stderr(OTHER_RANKS[-1], ranks_per_node))}
+    cause = classify(runs, 600)
+    assert (cause.kind, cause.nodes) == ("unclassified", ["node1"]), cause
+    # the same echoes with no launcher's word on any node stay an echo, seen from both, blaming neither
+    echoes = {name: NodeRun(name, exit_code=1, stderr=node_stderr(OTHER_RANKS[-1], ranks_per_node))
+              for name in ("node1", "node2")}
+    echo = classify(echoes, 600)
+    assert (echo.kind, echo.nodes, echo.seen) == ("peer-lost", [], ["node1", "node2"])
+

@@ -104,7 +104,7 @@ LINES = [
     ("RuntimeError: connect() timed out. Original timeout was 1800000 ms.", "rendezvous", "c10d store"),
     # DeepSpeed's config (runtime/config.py _batch_assertion)
     ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
-     "gradient_acc_step * world_size 16 != 2 * 1 * 4", "ds-config", "config assertion"),
+     "gradient_acc_step * world_size 16 != 2 * 1 * 4", "ds-config", "batch size"),
     # the Hugging Face hub (transformers utils/hub.py, huggingface_hub file_download.py)
     ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached "
      "files and it looks like bert-base-uncased is not the path to a directory containing a file named config.json.",
@@ -131,10 +131,10 @@ LINES = [
     ("torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
      "server shutdown or crash?", "peer-lost", "store connection closed"),
     ("AssertionError: Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided", "ds-config",
-     "config assertion"),
+     "batch size"),
     # transformers' DeepSpeed integration (integrations/deepspeed.py)
     ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments values:",
-     "ds-config", "config assertion"),
+     "ds-config", "transformers integration"),
     # other schedulers, the shell, the CPU allocator, glibc's malloc, aten's index check, the container runtime
     ("=>> PBS: job killed: walltime 86415 exceeded limit 86400", "scheduler", "time limit (PBS, LSF)"),
     ("/var/spool/slurmd/job123/slurm_script: line 12: 48213 Killed                  python train.py", "killed",
@@ -150,6 +150,45 @@ LINES = [
      "NVML_ERROR_DRIVER_NOT_LOADED"),
     # Python's imports
     ("ImportError: cannot import name 'is_torch_xla_available' from 'transformers'", "import", "ImportError"),
+]
+
+
+# DeepSpeed's config checks, each row by the source it reads (deepspeedai/DeepSpeed at v0.3.0, v0.8.0, v0.19;
+# huggingface/transformers 4.x deepspeed.py), the exception line as Python prints it.
+LINES += [
+    # bigcode-project/starcoder#77 (comment by Kushalamummigatti): rich's box wrapped the message after "is not"
+    ("AssertionError: Check batch related parameters. train_batch_size is not", "ds-config", "batch size"),
+    ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "ds-config", "batch size"),
+    ("AssertionError: Either train_batch_size or micro_batch_per_gpu needs to be provided", "ds-config",
+     "batch size"),
+    ("AssertionError: DeepSpeedConfig: train_micro_batch_size_per_gpu is not defined", "ds-config", "config check"),
+    ("AssertionError: DeepSpeedConfig: ZeRO is only supported if fp16 is enabled", "ds-config", "config check"),
+    ("AssertionError: Fp16_master_weights_and_grads is only supported with ZeRO Stage 2 for now.", "ds-config",
+     "config check"),
+    ("AssertionError: bfloat16 and fp16 modes cannot be simultaneously enabled", "ds-config", "config check"),
+    ("ValueError: gradient_allreduce_op='sum' is not supported with ZeRO stage 3", "ds-config", "config check"),
+    ("ValueError: Invalid communication_data_type. Supported data types: ['fp16', 'bf16', 'fp32']. Got: fp8",
+     "ds-config", "config value"),
+    ("ValueError: Duplicate keys in DeepSpeed config: ['fp16']", "ds-config", "config value"),
+    ("deepspeed.runtime.config.DeepSpeedConfigError: Checkpoint config contains invalid tag_validation value of "
+     "SOMETIMES, expecting one of ['IGNORE', 'WARN', 'FAIL']", "ds-config", "config value"),
+    ("AssertionError: Partial offloading only supported for ZeRO Stage 3.", "ds-config", "ZeRO config"),
+    ("AssertionError: Invalid optimizer offloading device specified: gpu.", "ds-config", "ZeRO config"),
+    ("AssertionError: bfloat16 mode is only enabled for Zero 1,2,3 currently. got 0", "ds-config", "config check"),
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for DeepSpeedZeroConfig", "ds-config",
+     "ZeRO config"),
+    ("deepspeed.elasticity.config.ElasticityConfigError: One or more batch related parameters were found in your "
+     "ds_config (train_batch_size, train_micro_batch_size_per_gpu, and/or gradient_accumulation_steps).",
+     "ds-config", "elasticity"),
+    # huggingface/transformers#11044 (comment by sajastu, 2021-06-29)
+    ("ValueError: ZeRO Offload can only work with DeepSpeed optimizers", "ds-config", "transformers integration"),
+    # the kernel's full neighbour table: rtr7/router7#31 (stapelberg, 2019-06-05) and, before the routing cache
+    # went (3.6), QubesOS/qubes-issues#355 (marmarek, 2011)
+    ("[843041.359054] neighbour: arp_cache: neighbor table overflow!", "network", "neighbour table overflow"),
+    ("[250066.491572](250066.489724]) ipv4: Neighbour table overflow.", "network", "neighbour table overflow"),
+    # a CUDA call failed in NCCL's CUDACHECK words is NCCL's (NVIDIA/nccl#1410, xiejibing 2024-08-21; pytorch#111187)
+    ("[rank7]: Cuda failure 1 'invalid argument'", "nccl", "cudaErrorInvalidValue"),
+    ("Cuda failure 'invalid argument'", "nccl", "cudaErrorInvalidValue"),
 ]
 
 
@@ -192,6 +231,29 @@ def test_a_row_that_proves_less_than_its_kind_names_the_rank_only_where_nothing_
     assert (cause.kind, cause.ranks) == ("killed", [2])
     cancelled = classify({"n1": NodeRun("n1", exit_code=1, stderr=lines[-1])}, 600)
     assert cancelled.kind == "scheduler"
+
+
+def test_a_failed_cuda_call_is_nccls_only_in_nccls_words_and_a_kernel_fault_stays_the_gpus():
+    """NCCL's "Cuda failure 'invalid argument'" is its own call refused (pytorch#111187, WSL2: first line
+    ncclUnhandledCudaError), "Cuda failure 999 'unknown error'" its call failing (pytorch#170045); torch's "CUDA
+    error: invalid argument" is a kernel's call; NCCL's out of memory and an
+    illegal address it saw stay what CUDA says they are."""
+    assert read_line("RuntimeError: CUDA error: invalid argument").kind == "cuda-error"
+    assert read_line("h:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 2 'out of memory'").kind == "oom"
+    assert read_line("h:1:2 [3] misc/x.cc:1 NCCL WARN Cuda failure 'an illegal memory access was "
+                     "encountered'").kind == "cuda-error"
+    meaning = read_line("h:1:2 [0] misc/strongstream.cc:1 NCCL WARN Cuda failure 1 'invalid argument'")
+    assert meaning.kind == "nccl" and "NCCL_P2P_DISABLE=1" in meaning.summary
+
+
+def test_the_neighbour_table_overflow_says_which_sysctls_to_raise():
+    meaning = read_line("neighbour: ndisc_cache: neighbor table overflow!")
+    assert meaning.kind == "network" and "gc_thresh1/2/3" in meaning.summary
+    assert read_line("the neighbour table overflowed yesterday") is None
+    # the on-node probe (standard library only) keeps its own pattern: it reads the same real lines
+    from clustercheck.onnode.kernlog import NEIGH_OVERFLOW
+    real = [line for line, kind, code in LINES if code == "neighbour table overflow"]
+    assert len(real) == 2 and all(NEIGH_OVERFLOW.search(line) and read_line(line) for line in real)
 
 
 def test_docs_failures_md_shows_the_table_as_it_is():

@@ -129,16 +129,25 @@ def node_hits(node: str, run: NodeLines, entries: List[Dict[str, str]]) -> List[
     return hits
 
 
+# The launcher's own report that a child failed, naming no rank: torchrun's ChildFailedError raised at its end
+# (torch/distributed/elastic/multiprocessing/errors/__init__.py; its summary, where printed, names the rank),
+# DeepSpeed's launch.py "exits with return code = 1", subprocess's "returned non-zero exit status 1".
+_CHILD_FAILED = re.compile(r"^\s*(?:\[\w+\]:\s*)?(?:[\w.]+\.)?ChildFailedError\b|exits with return code = [1-9]|"
+                           r"returned non-zero exit status [1-9]")
+
+
 def launcher_failures(lines: List[str]) -> List[str]:
     """The node's launcher lines that say a local rank failed ("failed (exitcode: 1) local_rank: 0", a
-    CalledProcessError or "exits with return code" naming --local_rank=1), not those it stopped (SIGTERM)."""
-    return [line for line in lines if is_wrapper(line) and ranks_of(line)[1] is not None
+    CalledProcessError or "exits with return code" naming --local_rank=1, or its ChildFailedError naming none),
+    not those it stopped (SIGTERM)."""
+    return [line for line in lines if is_wrapper(line) and (ranks_of(line)[1] is not None or _CHILD_FAILED.search(line))
             and not re.search(r"SIGTERM|exitcode: -15|code = -15", line)]
 
 
 def launcher_local_ranks(run: NodeLines) -> List[int]:
     """The local ranks the node's launcher says failed, in the order it says so."""
-    return list(dict.fromkeys(ranks_of(line)[1] for line in launcher_failures(run.lines)))
+    return list(dict.fromkeys(local for local in (ranks_of(line)[1] for line in launcher_failures(run.lines))
+                              if local is not None))
 
 
 _LAUNCHER_FRAMES = re.compile(r"torch/distributed/run\.py|launcher/api\.py|deepspeed/launcher/|accelerate/commands/")

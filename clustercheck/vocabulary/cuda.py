@@ -75,6 +75,11 @@ _TABLE = """
 909 Timeout wait operation timed out|cuda-error
 999 Unknown unknown error|cuda-error
 """
+# Codes that name a failed call (its argument, its handle, or nothing known), not a kernel's fault or the GPU's:
+# where NCCL's CUDACHECK reports one ("Cuda failure 1 'invalid argument'", "Cuda failure 999 'unknown error'",
+# checks.h), the call was NCCL's own (its transports' setup: CUDA IPC handles, cuMem, P2P), so the failure is
+# NCCL's (lookup.py's context). A kernel's fault NCCL reports (700-720) stays the GPU's.
+CALL_ERRORS = {"cudaErrorInvalidValue", "cudaErrorInvalidResourceHandle", "cudaErrorUnknown"}
 ERRORS: List[CudaError] = []
 for _row in _TABLE.strip().splitlines():
     _head, _kind = _row.split("|")
@@ -96,7 +101,7 @@ def _row(error: CudaError) -> Row:
     names = [_snake(error.name)] + _DRIVER_ALIASES.get(error.number, [])
     forms = [rf"\b{error.name}\b", rf"\bCUDA_ERROR_(?:{'|'.join(names)})\b",
              rf"(?i:cuda runtime error) \({error.number}\)", rf"CUDA error {error.number}\b",
-             rf"WARN Cuda failure {error.number}\b"]     # NCCL 2.19+: "NCCL WARN Cuda failure %d '%s'"
+             rf"Cuda failure {error.number}\b"]     # NCCL 2.19+: "Cuda failure %d '%s'" (its WARN, torch's Last error)
     if len(error.text) > 12:     # a text short enough to be any word is read only by name and number
         forms.append(rf"(?i:{_SAID}{re.escape(error.text.rstrip('.'))})")
     if error.text:               # c10/cuda/CUDAFunctions.cpp: "Error %d: %s"

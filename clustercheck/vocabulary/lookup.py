@@ -11,7 +11,9 @@ import functools
 import re
 from typing import List, NamedTuple, Optional, Tuple
 
+from clustercheck.vocabulary.cuda import CALL_ERRORS
 from clustercheck.vocabulary.kinds import KINDS
+from clustercheck.vocabulary.system import NEIGHBOUR_OVERFLOW
 from clustercheck.vocabulary.table import WARNED_CAUSE, best_in, first_space
 
 
@@ -43,8 +45,18 @@ class Meaning(NamedTuple):
 ADVICE = re.compile(r"\(?run with NCCL_DEBUG=\w+[^)]*\)?|NCCL_DEBUG=(?:INFO|WARN)(?: for details)?|"
                     r"TORCH_CPP_LOG_LEVEL=\w+|CUDA_LAUNCH_BLOCKING=1|TORCH_USE_CUDA_DSA")
 
-# (kind, context, refined kind, what it means then): the same entry in another context is another cause.
+# (kind or code, context, refined kind, what it means then): the same entry in another context is another cause.
 _CONTEXT = [
+    # checks.h's words ("Cuda failure", case and all) or NCCL's WARN line: the refused call was NCCL's
+    *[(code, r"(?-i:Cuda failure)|NCCL WARN", "nccl",
+       f"NCCL's own CUDA call failed ({code}), no kernel's fault is named: NCCL_DEBUG=INFO names the call and its "
+       "transport (P2P / CUDA IPC; WSL2 and containers without a shared IPC namespace refuse them: "
+       "NCCL_P2P_DISABLE=1 tells)")
+      for code in sorted(CALL_ERRORS)],
+    (NEIGHBOUR_OVERFLOW, r"", "network",
+     "the kernel's neighbour (ARP / NDP) table is full and drops packets to new peers: raise "
+     "net.ipv4.neigh.default.gc_thresh1/2/3 (net.ipv6 for ndisc_cache) on every node, kept in /etc/sysctl.d/ "
+     "(clustercheck env judges them against the node count)"),
     ("disk-full", r"/dev/shm|shared memory|shm_", "shm", "the full filesystem is /dev/shm"),
     ("crashed", r"DataLoader|\bworker \(pid|shared memory|/dev/shm|\bshm\b", "shm",
      "a DataLoader worker's shared memory (/dev/shm) ran out (SIGBUS)"),
@@ -61,7 +73,7 @@ CONTEXT: List[Tuple[str, "re.Pattern[str]", str, str]] = [(kind, re.compile(patt
 
 def _refine(meaning: Meaning, line: str) -> Meaning:
     for kind, context, refined, detail in CONTEXT:
-        if meaning.kind == kind and context.search(line):
+        if kind in (meaning.kind, meaning.code) and context.search(line):
             return meaning._replace(kind=refined, detail=detail or meaning.detail)
     return meaning
 

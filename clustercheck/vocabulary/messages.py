@@ -12,6 +12,7 @@ from clustercheck.vocabulary.spaces import Row
 
 SLURM = "SchedMD/slurm "
 TORCH = "pytorch/pytorch "
+DS = "deepspeedai/DeepSpeed deepspeed/"
 ROWS: List[Row] = [
     # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
     Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|Reason=TimeLimit|JobState=TIMEOUT|time limit exceeded|"
@@ -60,23 +61,73 @@ ROWS: List[Row] = [
         "huggingface_hub errors.py LocalEntryNotFoundError, OfflineModeIsEnabled; file_download.py \"Cannot find the "
         "requested files in the disk cache and outgoing traffic has been disabled\"; transformers utils/hub.py "
         "\"We couldn't connect to '%s' to load the files\""),
-    # ---- DeepSpeed's config (deepspeed/runtime/config.py: _batch_assertion, _do_error_check) -----------------
-    Row("deepspeed", r"Check batch related parameters\. train_batch_size is not equal to|"
-                     r"train_batch_size is not equal to micro_batch_per_gpu|"
+    # ---- DeepSpeed's config: every assert and raise of deepspeed/runtime/config.py, zero/config.py, ---------
+    # ---- zero/offload_config.py, config_utils.py and elasticity (v0.3 to v0.19), and transformers' integration --
+    # A message is matched by its first words, which a wrapped traceback (rich's boxes, a terminal) keeps on the
+    # exception's own line: "AssertionError: Check batch related parameters. train_batch_size is not" + next line.
+    Row("deepspeed", r"Check batch related parameters\.|train_batch_size is not equal to micro_batch_per_gpu|"
                      r"(?:Train batch size|Micro batch size per gpu|Gradient accumulation steps): -?\d+ has to be "
-                     r"greater than 0|DeepSpeedConfig: \w+ is not defined|Maximum supported ZeRO stage is|"
-                     r"is only supported with ZeRO Stage|DeepSpeedConfigError|is not supported with ZeRO stage|"
-                     r"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided|"
-                     r"validation errors? for DeepSpeed\w*Config|only supported (?:with|for) ZeRO [Ss]tage|"
+                     r"greater than 0|Either train_batch_size or (?:train_)?micro_batch(?:_size)?_per_gpu needs to be "
+                     r"provided", "ds-config", "batch size",
+        DS + "runtime/config.py _batch_assertion: \"Check batch related parameters. train_batch_size is not equal "
+             "to micro_batch_per_gpu * gradient_acc_step * world_size %d != %d * %d * %d\", \"Train batch size: %d "
+             "has to be greater than 0\" (and micro batch, accumulation steps); _set_batch_related_parameters: "
+             "\"Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided\" (v0.3: "
+             "micro_batch_per_gpu)"),
+    Row("deepspeed", r"DeepSpeedConfig: (?:\w+ is not defined|Maximum supported ZeRO stage is|ZeRO is only supported "
+                     r"if fp16 is enabled|cpu-offload supported ZeRO stage is)|"
+                     r"(?:Fp16|Bf16)_master_weights_and_grads is only supported with ZeRO|"
+                     r"bf16_optimizer_states (?:is only supported with ZeRO|requires bf16_master_weights_and_grads)|"
+                     r"bfloat16 and fp16 modes cannot be simultaneously enabled|"
+                     r"='sum' is not supported with (?:ZeRO stage|ZenFlow|DeepCompile)|"
+                     r"is only supported with ZeRO Stage|is not supported with ZeRO stage|"
+                     r"Eigenvalue based MoQ is temporarily disabled|bfloat16 mode is only enabled for Zero",
+        "ds-config", "config check",
+        DS + "runtime/config.py _do_error_check: \"DeepSpeedConfig: %s is not defined\", \"DeepSpeedConfig: "
+             "Maximum supported ZeRO stage is %d\", \"Fp16_master_weights_and_grads is only supported with ZeRO "
+             "Stage 2 for now\" (1, 2, or 3 since), \"gradient_allreduce_op='sum' is not supported with ZeRO stage "
+             "3\"; __init__: \"bfloat16 and fp16 modes cannot be simultaneously enabled\"; v0.3: \"DeepSpeedConfig: "
+             "ZeRO is only supported if fp16 is enabled\", \"cpu-offload supported ZeRO stage is %d\""),
+    Row("deepspeed", r"DeepSpeedConfigError|Invalid communication_data_type\. Supported data types|"
+                     r"Invalid gradient_allreduce_op\. Supported operations|Invalid dtype for torch autocast|"
+                     r"Invalid module names for torch autocast|Checkpoint config contains invalid tag_validation|"
+                     r"checkpoint::parallel_write::pipeline_stage value of|"
+                     r"Expected a string path to an existing deepspeed config|Duplicate keys in DeepSpeed config|"
+                     r"Given sparsity mode, \S+, has not been implemented", "ds-config", "config value",
+        DS + "runtime/config.py: DeepSpeedConfigError (a removed key: \"... has been removed; ... is no longer "
+             "supported\"), get_communication_data_type \"Invalid communication_data_type. Supported data types\", "
+             "get_checkpoint_tag_validation_mode, DeepSpeedConfig.__init__ \"Expected a string path to an existing "
+             "deepspeed config, or a dictionary\"; config_utils.py dict_raise_error_on_duplicate_keys \"Duplicate "
+             "keys in DeepSpeed config\""),
+    Row("deepspeed", r"validation errors? for DeepSpeed\w*Config|DeepSpeedZeroConfig: 'stage' must be defined before|"
+                     r"Partial offloading only supported for ZeRO Stage 3|Cannot provide deprecated parameter '|"
+                     r"Invalid (?:parameter|optimizer) offloading device specified|"
+                     r"' is a required field and does not have a default value|' is not a field in <class 'deepspeed\.|"
                      r"ZeRO inference only makes sense with ZeRO Stage 3|"
-                     r"You are using an untested ZeRO Optimizer|"
+                     r"You are using an untested ZeRO Optimizer", "ds-config", "ZeRO config",
+        DS + "runtime/zero/config.py (pydantic: \"1 validation error for DeepSpeedZeroConfig\"; \"Partial "
+             "offloading only supported for ZeRO Stage 3.\", \"DeepSpeedZeroConfig: 'stage' must be defined before "
+             "'overlap_comm'\"), offload_config.py (v0.6) \"Invalid optimizer offloading device specified\", "
+             "config_utils.py DeepSpeedConfigModel \"Cannot provide deprecated parameter '%s' and "
+             "replacing parameter '%s' together\"; engine.py \"You are using an untested ZeRO Optimizer\""),
+    Row("deepspeed", r"ElasticityConfigError|One or more batch related parameters were found in your ds_config|"
+                     r"Model-Parallel size cannot be less than 1|NUmber of GPUs per node cannot be less than 1",
+        "ds-config", "elasticity",
+        DS + "runtime/config.py (v0.5 to v0.18) elasticity: ElasticityConfigError \"One or more batch related "
+             "parameters were found in your ds_config\", \"Model-Parallel size cannot be less than 1\""),
+    Row("deepspeed", r"ZeRO Offload can only work with DeepSpeed optimizers|"
+                     r"--adafactor was passed, but also found `optimizer` configured in the DeepSpeed config|"
                      r"DeepSpeed config values that mismatch TrainingArguments|"
-                     r"not possible to automatically fill out the following `auto` entries",
-        "ds-config", "config assertion",
-        "deepspeedai/DeepSpeed deepspeed/runtime/config.py _batch_assertion: \"Check batch related parameters. "
-        "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size\"; _do_error_check; "
-        "runtime/zero/config.py; transformers integrations/deepspeed.py \"Please correct the following DeepSpeed "
-        "config values that mismatch TrainingArguments values\""),
+                     r"not possible to automatically fill out the following `auto` entries|"
+                     r"expecting either a path to a config file or a pre-populated dict",
+        "ds-config", "transformers integration",
+        "huggingface/transformers deepspeed.py (4.6 to 4.30; integrations/deepspeed.py since) deepspeed_init / "
+        "deepspeed_optim_sched: \"ZeRO Offload can only work with DeepSpeed optimizers\", \"--adafactor was "
+        "passed, but also found `optimizer` configured in the DeepSpeed config\"; trainer_config_finalize: "
+        "\"Please correct the following DeepSpeed config values that mismatch TrainingArguments values\", \"it's "
+        "not possible to automatically fill out the following `auto` entries\"; HfDeepSpeedConfig: \"expecting "
+        "either a path to a config file or a pre-populated dict\"; deepspeed_init: \"ZeRO inference "
+        "only makes sense with ZeRO Stage 3\" (the ZeRO row)"),
     # ---- torch.distributed: c10d store, rendezvous, watchdog (c10d/TCPStore.cpp, ProcessGroupNCCL.cpp, ------
     # ---- torch/distributed/elastic/rendezvous/api.py, dynamic_rendezvous.py) ------------------------------
     Row("c10d", r"Watchdog caught collective operation timeout|\bran for \d+ milliseconds before timing out|"

@@ -36,12 +36,14 @@ SPACES: Dict[str, Space] = {
     "loader": Space(30, "glibc's dynamic loader (elf/dl-load.c, dl-version.c, dl-lookup.c)"),
     # the Hugging Face hub, before the socket errno it carries
     "hub": Space(40, "huggingface_hub's errors.py and file_download.py, transformers' utils/hub.py"),
-    "deepspeed": Space(50, "DeepSpeed's deepspeed/runtime/config.py (_batch_assertion, _do_error_check)"),
+    "deepspeed": Space(50, "DeepSpeed's config checks (deepspeed/runtime/config.py, zero/config.py, config_utils.py) "
+                           "and transformers' DeepSpeed integration"),
     "cuda-init": Space(60, "torch's CUDA initialization warnings (c10/cuda/CUDAFunctions.cpp, torch/cuda/__init__.py)"),
     "cuda": Space(70, "CUDA's cudaError_t (driver_types.h, cudaGetErrorString) and CUresult (cuda.h)"),
     "cuda-libs": Space(80, "cuBLAS, cuDNN, cuFFT, cuSOLVER and cuRAND status codes (their headers)"),
     "xid": Space(85, "the NVIDIA driver's Xid events (NVRM: Xid lines, NVIDIA's Xid catalogue)"),
     "nvml": Space(90, "NVML's nvmlReturn_t (nvml.h, nvmlErrorString) and nvidia-smi's messages and exit codes"),
+    "kernel": Space(95, "the Linux kernel's own log lines (dmesg): net/core/neighbour.c, net/ipv4/route.c"),
     "errno": Space(100, "the platform's errno (Python's errno, os.strerror)"),
     "c10d": Space(110, "torch.distributed's store, rendezvous and watchdog (c10d, torchelastic)"),
     "signal": Space(120, "the platform's signals (Python's signal) as launchers and the shell print them"),

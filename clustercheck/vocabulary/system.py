@@ -4,6 +4,7 @@ signal modules: the platform's names, numbers and texts), and what each value th
 An errno is found by number (`[Errno 28]`, `errno 98`), by name (`ENOSPC`) or by its text ("No space left on
 device"); a signal by number and name as launchers print them (`Signal 7 (SIGBUS)`, `exitcode: -9`,
 `return code = -11`, `<Signals.SIGSEGV: 11>`, `killed by signal: Bus error`, `Caught signal 11`, `core dumped`).
+The kernel's own log lines that name a cause (a full neighbour table) are rows of their own space, "kernel".
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ ERRNO_KINDS: Dict[str, str] = {
     "EPIPE": "peer-lost", "EACCES": "permission", "EPERM": "permission", "EROFS": "permission",
     "ENOENT": "missing-file",
 }
+NEIGHBOUR_OVERFLOW = "neighbour table overflow"
 # errnos whose text alone is no failure: "df: /root/.triton/autotune: No such file or directory" is a script's
 # aside in a healthy log; the same text after an error, a failed call or from the shell that could not start a
 # program is one
@@ -76,3 +78,11 @@ ROWS.append(Row("signal", r"free\(\): invalid (?:pointer|size)|double free or co
                           r"corrupted size vs\. prev_size|munmap_chunk\(\): invalid pointer", "crashed",
                 "heap corruption",
                 "glibc malloc/malloc.c malloc_printerr: \"free(): invalid pointer\", \"double free or corruption\""))
+# the kernel's neighbour (ARP / NDP) table full: past gc_thresh3 it refuses new peers and drops their packets, so
+# ranks cannot reach each other (clustercheck env judges the gc_thresh sysctls: node/neighbours.py)
+ROWS.append(Row("kernel", r"\b(?:arp|ndisc)_cache: neighbou?r table overflow|Neighbou?r table overflow\.", "network",
+                NEIGHBOUR_OVERFLOW,
+                "torvalds/linux net/core/neighbour.c neigh_alloc: net_info_ratelimited(\"%s: neighbor table "
+                "overflow!\", tbl->id) (\"neighbour: arp_cache: ...\"); older kernels' net/ipv4/route.c and "
+                "net/ipv6/route.c (the routing cache, gone in 3.6): printk(KERN_WARNING \"Neighbour table "
+                "overflow.\")"))
