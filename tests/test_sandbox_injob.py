@@ -7,6 +7,7 @@ within the budget), a slowed link on one node, a CPU quota on one node."""
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +23,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUDGET = 40
 
 
+def code_on_nodes(box):
+    """This checkout's clustercheck where every node sees it: the nodes' /tmp is their own, so a checkout under
+    this host's /tmp (a CI clone) is not there, and a user's nodes have the tool installed, not this host's tree."""
+    where = os.path.join(box.dir, "src")
+    if not os.path.isdir(os.path.join(where, "clustercheck")):
+        shutil.copytree(os.path.join(ROOT, "clustercheck"), os.path.join(where, "clustercheck"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return where
+
+
 def injob_lines(box, tmp_path, name, train_args, env="", options=""):
     """Each node's printed torchrun line, the check's module put before the script, this checkout importable."""
     script = trainer_on_nodes(box)
@@ -32,7 +43,8 @@ def injob_lines(box, tmp_path, name, train_args, env="", options=""):
     lines = {}
     for node, line in json.loads(proc.stdout)["commands"]["torchrun"].items():
         assert f" {shlex.quote(script)} " in line
-        lines[node] = f"PYTHONPATH={ROOT} {env}" + line.replace(f" {shlex.quote(script)} ", f" {wrapper} ", 1)
+        lines[node] = (f"PYTHONPATH={code_on_nodes(box)} {env}" +
+                       line.replace(f" {shlex.quote(script)} ", f" {wrapper} ", 1))
     return lines, reports
 
 
@@ -132,7 +144,7 @@ def test_the_variables_a_pytorchjob_sets_start_the_check_and_the_trainer(box, tm
     for rank, node in enumerate(box.nodes[:3]):
         pod = (f"MASTER_ADDR={master} MASTER_PORT={port} WORLD_SIZE=3 RANK={rank} PET_NNODES=3 PET_NPROC_PER_NODE=1 "
                f"PET_NODE_RANK={rank} PET_MASTER_ADDR={master} PET_MASTER_PORT={port} GLOO_SOCKET_IFNAME=eth0")
-        lines[node.name] = (f"PYTHONPATH={ROOT} {pod} {start} -m clustercheck.injob --budget {BUDGET} "
+        lines[node.name] = (f"PYTHONPATH={code_on_nodes(box)} {pod} {start} -m clustercheck.injob --budget {BUDGET} "
                             f"--reports-dir {reports} -- {script} --mode ddp --steps 2")
     results = run_on_nodes(box, lines)
     for node, ((out, err), code) in results.items():

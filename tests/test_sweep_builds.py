@@ -8,6 +8,7 @@ frozen (the sweep then kills it, as when the tool stops a launch) or killed (tor
 before the sweep ran). The sweep then runs as the launch's shell runs it, and the next load must get past
 the lock; a chain of such runs ends with a load that must succeed, bounded by a deadline."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -103,10 +104,13 @@ def stop_at(run, op, seen, how, marker=None):
     marker = marker or op.tag
     while run.poll() is None:   # a short sleep each time: the scheduler wakes a sleeper first on a busy host
         if (seen == "lock" and op.lock.exists()) or (seen != "lock" and processes(marker, (seen,))):
-            if how == signal.SIGKILL:
-                os.killpg(run.pid, how)
+            # a process listed a moment ago may have ended since (a compiler finishing): it is gone, as wanted
+            with contextlib.suppress(ProcessLookupError):
+                if how == signal.SIGKILL:
+                    os.killpg(run.pid, how)
             for pid in processes(marker) if how == signal.SIGSTOP else ():
-                os.kill(pid, how)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, how)
             return True
         time.sleep(0.001)
     return False
