@@ -31,7 +31,8 @@ _IB_DEVICE = re.compile(r"\[\d+\] ?([\w.-]+):(?:[a-z]+\d+:)?(\d+)(?::\d*)*/(IB|R
 _IB_ONE = re.compile(r"^NET/IB ?: ?\[\d+\] ?[\w.-]+:(?:[a-z]+\d+:)?\d+(?::\d*)*/(IB|RoCE)")
 _NO_IB = re.compile(r"^NET/IB ?: No (?:device|IP interface) found")
 _SOCKET_LIST = re.compile(r"^NET/Socket ?: Using (.*)")
-_OFI = re.compile(r"NET/OFI .*?(?:[Ss]elected [Pp]rovider is (\w+)|Running on ([\w.-]+) platform)")
+# any NET/OFI line: aws-ofi-nccl started (its provider where it names one, EFA where it names an AWS platform)
+_OFI = re.compile(r"NET/OFI (?:.*?(?:[Ss]elected [Pp]rovider is (\w+)|Running on ([\w.-]+) platform))?")
 _OFI_NO_GDR = re.compile(r"NET/OFI .*(?:disabling GDR|GDR not supported)|FI_HMEM capability requires RDMA, which")
 _IBVERBS = re.compile(r"Failed to open libibverbs")
 _PLUGIN_OK = re.compile(r"(?:NET/Plugin ?: ?Loaded (?:net )?plugin|Successfully loaded external (?:net )?plugin|"
@@ -52,6 +53,11 @@ _P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) a
 _NET_WARN = re.compile(r"Failed to open libibverbs|Call to ibv_(?:open_device|get_device_list|query_\w+) failed|"
                        r"NET/IB ?: (?:Unable to open|Unable to query|No IP interface|No device)|"
                        r"NET/OFI .*(?:[Ff]ailed|[Cc]ouldn't|[Uu]nable|No eligible|not supported)")
+# WARNs of a net's own connections or transfers (transport/net_ib, net_socket.cc): that net was the one in use
+_NET_USED_WARN = re.compile(r"^NET/(IB|Socket)\w*(?:/GIN)? ?: ?(?:Got completion|.*async|req \d|Attempted to connect|"
+                            r"Remote |peer |socket progress)")
+# net.cc (2.19+): a net (internal or plugin, by its ncclNet name) that could not start
+_NET_INIT_FAILED = re.compile(r"^Failed to initialize NET plugin (.+?)\s*$")
 MAX_WARNS = 20
 
 
@@ -183,6 +189,9 @@ def _read_one(line, ranks, job, default):
             rank["warns"].append(text.strip()[:300])
         if _NET_WARN.search(text) and len(rank["net_failures"]) < 5:
             rank["net_failures"].append("NCCL WARN " + text.strip()[:300])
+        used = _NET_USED_WARN.match(text.strip())
+        if used:
+            rank["warned_net"] = used.group(1)
         return
     if level == "DIAG":
         if len(rank["diag"]) < 200:
@@ -223,7 +232,7 @@ def _ib_list(m, r, text):
     r["net_devices"] = ["%s:%s/%s" % d for d in devices]
     r["link_layers"] = sorted(set(r["link_layers"]) | {d[2] for d in devices})
     if not devices:             # "NET/IB : Using [RO]; OOB eno1": the IB transport started with no device
-        _net_failure(r, "NCCL INFO " + text)
+        _net_failed(r, "IB", text)
 
 
 def _ib_one(m, r, _):
@@ -234,6 +243,14 @@ def _ib_one(m, r, _):
 def _no_ib(m, r, text):
     r["net_devices"] = []
     r["no_ib_device"] = True
+    _net_failed(r, "IB", text)
+
+
+def _net_failed(r, name, text):
+    """A net NCCL tried that did not start (NCCL then tries the next: plugin, IB, Socket)."""
+    r.setdefault("nets_failed", [])
+    if name not in r["nets_failed"]:
+        r["nets_failed"].append(name)
     _net_failure(r, "NCCL INFO " + text)
 
 
@@ -251,11 +268,17 @@ def _ofi_no_gdr(m, r, _):
 
 
 def _sockets(m, r, _):
-    r["socket_ifs"] = re.findall(r"\[\d+\]([\w.-]+):", m.group(1))
+    found = re.findall(r"\[\d+\]([\w.-]+):([^<\s]*)", m.group(1))     # "[0]lo:127.0.0.1<0> [1]eth0:10.0.0.2<0>"
+    r["socket_ifs"] = [name for name, _ in found]
+    r["socket_addrs"] = [addr for _, addr in found]
 
 
-def _ofi(m, r, _):
-    r["ofi_provider"] = m.group(1) or "efa"        # an EC2 platform aws-ofi-nccl knows: its NICs are EFA
+def _ofi(m, r, text):
+    r["ofi"] = True
+    if m.group(1) or m.group(2):
+        r["ofi_provider"] = m.group(1) or "efa"        # an EC2 platform aws-ofi-nccl knows: its NICs are EFA
+    if _OFI_NO_GDR.search(text):
+        _count(r["gdr"], "disabled")
 
 
 def _plugin_ok(m, r, _):
@@ -335,6 +358,7 @@ _INFO = ((("NCCL version",), _VERSION, _version), (("Using network", "Network"),
          (("collnet",), _COLLNET, _collnet),
          (("libibverbs",), _IBVERBS, lambda m, r, text: _net_failure(r, "NCCL INFO " + text)), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),
          (("Plugin",), _PLUGIN_FAIL, _plugin_fail), (("Plugin",), _PLUGIN_NONE, _plugin_none),
+         (("Failed to initialize NET",), _NET_INIT_FAILED, lambda m, r, text: _net_failed(r, m.group(1), text)),
          (("set by environment",), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
          (("Init COMPLETE",), _COMPLETE, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), _P2P_OFF,
                                                                                  _p2p_off))
