@@ -186,3 +186,26 @@ def test_the_nodes_read_their_own_files_and_remove_them(tmp_path):
     summary = capture.summaries[node.name]
     assert summary["files"] == 2 and summary["ranks"] and not list(tmp_path.glob("nccl.*.log"))
     assert isinstance(capture, Capture)
+
+
+def test_a_large_log_counted_in_bulk_reads_as_every_line_read_alone(monkeypatch):
+    """explain and the nodes read a large job's log in blocks, its repeated lines (connections, `Connected all
+    rings`) counted in bulk: the summary is the one each line read alone gives (ranks, their order, the counts of
+    every path, the WARNs), and most connections are not read one by one."""
+    lines = []
+    for name in ("ib-gdr-cumem-2node-h20-nccl-issue-1189.txt", "check44-nvidia-nccl-928.txt",
+                 "socket-lo-2.10.3-nccl-issue-1126.txt"):
+        lines += open(os.path.join(DATA, name), errors="replace").read().split("\n") * 100
+    alone, alone_job = {}, {}
+    for line in lines:
+        ncclpath.read_line(line.rstrip("\r"), alone, alone_job)
+    calls = []
+    read_line = ncclpath.read_line
+    monkeypatch.setattr(ncclpath, "read_line", lambda *args: calls.append(args[0]) or read_line(*args))
+    bulk, bulk_job = {}, {}
+    for start in range(0, len(lines), 200):          # blocks, as explain reads a log in chunks
+        ncclpath.read_lines(lines[start:start + 200], bulk, bulk_job)
+    assert list(bulk.items()) == list(alone.items()) and bulk_job == alone_job
+    assert [list(r["inter"].items()) for r in bulk.values()] == [list(r["inter"].items()) for r in alone.values()]
+    connections = [line for line in lines if " via " in line]
+    assert len([line for line in calls if " via " in line]) < len(connections) / 3
