@@ -157,14 +157,22 @@ def _read_one(line, ranks, job, default):
     _read_info(text.strip(), rank)
 
 
-def _read_info(text, rank):
-    for words, pattern, take in _INFO:
-        if any(word in text for word in words):
-            match = pattern.search(text)
+def _read_info(text, rank, only_find=False, _cache={}):
+    """The text's readings, in _INFO's order (found once per distinct text: a job repeats its lines)."""
+    found = _cache.get(text)
+    if found is None:
+        found = []
+        for words, pattern, take in _INFO:
+            match = pattern.search(text) if any(word in text for word in words) else None
             if match:
-                take(match, rank, text)
+                found.append((take, match))
                 if pattern is not _ENV:     # a settings line says nothing else
-                    return
+                    break
+        if len(_cache) < 20000:
+            _cache[text] = found
+    for take, match in () if only_find else found:
+        take(match, rank, text)
+    return found
 
 
 def _version(m, r, _):
@@ -316,14 +324,6 @@ _INFO = ((("NCCL version",), _VERSION, _version), (("Using network", "Network"),
                                                                                  _p2p_off))
 
 
-def _inert(text, _cache={}):
-    """Whether an INFO line's text sets nothing (no pattern of _INFO reads it): such a line is only counted."""
-    if text not in _cache and len(_cache) < 10000:
-        _cache[text] = " via " not in text and not any(
-            pattern.search(text) for words, pattern, _ in _INFO if any(word in text for word in words))
-    return _cache.get(text, False)
-
-
 def _shape(line, default):
     """(rank key, connection kind or None) of a one-INFO line whose reading is a count (a connection, or a line
     that sets nothing: `Connected all rings`, `Trees`); None for any other line, read in order."""
@@ -334,7 +334,7 @@ def _shape(line, default):
     via = line.find(" via ", at)
     if via >= 0:
         return key, via_kind(line[via + 5:].strip())
-    return (key, None) if _inert(line[at + 10:].strip()) else None
+    return None if _read_info(line[at + 10:].strip(), None, True) else (key, None)     # no pattern reads it
 
 
 def read_lines(lines, ranks, job, default="log", wanted=None, text=None):
