@@ -40,7 +40,7 @@ RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi
 
 # A line worth the classifier's reading: one a row of the vocabulary's table names, or one of the shapes the
 # classifier reads (errors in their own words, launchers' summaries). NCCL's own lines go to the path reader
-# (nccl_line). Everything else (progress, losses, NCCL's INFO) is skipped in C speed, never decoded.
+# (nccl_lines). Everything else (progress, losses, NCCL's INFO) is skipped in C speed, never decoded.
 CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE])).encode(),
                             **({"options": _OPTIONS} if fast_re is not re else {}))
 # NCCL's own INFO lines (and those a poster stripped of their prefix) go to the path reader alone: an INFO line is
@@ -199,12 +199,20 @@ def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
         yield data[start:min(end, start + MAX_LINE)], end - start > MAX_LINE
 
 
-def nccl_line(data: bytes) -> Optional[Callable[[bytes], bool]]:
-    """Which lines of a chunk NCCL wrote (for the path reader): those that say NCCL, and where the chunk has lines
-    whose prefix a poster stripped, those too (the test asked once per distinct line)."""
-    if _NCCL_BARE_SCAN.search(data) is None:          # every line NCCL wrote with its prefix says NCCL
-        return (lambda line: b"NCCL" in line) if b"NCCL" in data else None
-    return lambda line: b"NCCL" in line or _NCCL_BARE.search(line) is not None
+def nccl_lines(data: bytes) -> Tuple[List[bytes], Optional[Callable[[bytes], bool]]]:
+    """The lines of a chunk for the path reader, and which of them NCCL wrote (None: all of them): where NCCL's lines
+    are a few (a training log), they are picked out in C; where they are most (NCCL_DEBUG=INFO at a large job's
+    start), ncclpath.read_lines asks once per distinct line. Lines whose prefix a poster stripped are NCCL's too."""
+    bare = _NCCL_BARE_SCAN.search(data) is not None         # RE2 over the chunk: no Python per line
+    if not bare and b"NCCL" not in data:
+        return [], None
+    sample = data[:1 << 16]
+    if sample.count(b"NCCL") * 2 > sample.count(b"\n"):
+        return data.split(b"\n"), ((lambda line: b"NCCL" in line or _NCCL_BARE.search(line) is not None) if bare
+                                   else (lambda line: b"NCCL" in line))
+    if bare:
+        return [line for line in data.split(b"\n") if b"NCCL" in line or _NCCL_BARE.search(line)], None
+    return [line for line in data.split(b"\n") if b"NCCL" in line], None
 
 
 def _line_text(line: bytes) -> str:
@@ -250,9 +258,8 @@ def read_logs(paths: List[str]) -> LogView:
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
                 for data, cut_alone in chunks(handle):    # the path NCCL took (onnode/ncclpath.py)
-                    wanted = nccl_line(data)
-                    if wanted:
-                        ncclpath.read_lines(data.split(b"\n"), view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
+                    lines, wanted = nccl_lines(data)
+                    ncclpath.read_lines(lines, view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
                     found = [(data, True)] if cut_alone else candidate_lines(data)
                     _add_candidates(view, found, node, file_rank)
                 view.bytes_read += handle.tell()
