@@ -167,10 +167,15 @@ def chunks(handle) -> Iterator[Tuple[bytes, bool]]:
         chunk = handle.read(CHUNK)
         if not chunk and not carry:
             return
-        data = carry + chunk
         if not chunk:
-            yield data, False
+            yield carry, False
             return
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:            # the common case: the chunk's whole lines after the carried start, copied once
+            data, carry = b"".join((carry, memoryview(chunk)[:cut + 1])), chunk[cut + 1:]
+            yield data, False
+            continue
+        data = carry + chunk
         cut = data.rfind(b"\n")
         if cut >= 0:
             data, carry = data[:cut + 1], data[cut + 1:]
@@ -201,18 +206,19 @@ def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
 
 def nccl_lines(data: bytes) -> Tuple[List[bytes], Optional[Callable[[bytes], bool]]]:
     """The lines of a chunk for the path reader, and which of them NCCL wrote (None: all of them): where NCCL's lines
-    are a few (a training log), they are picked out in C; where they are most (NCCL_DEBUG=INFO at a large job's
-    start), ncclpath.read_lines asks once per distinct line. Lines whose prefix a poster stripped are NCCL's too."""
-    bare = _NCCL_BARE_SCAN.search(data) is not None         # RE2 over the chunk: no Python per line
-    if not bare and b"NCCL" not in data:
-        return [], None
+    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), ncclpath.read_lines asks once per distinct
+    line; where they are a few (a training log), they are picked out in C, and the lines whose prefix a poster
+    stripped are looked for by RE2 over the chunk, no Python per line."""
     sample = data[:1 << 16]
     if sample.count(b"NCCL") * 2 > sample.count(b"\n"):
-        return data.split(b"\n"), ((lambda line: b"NCCL" in line or _NCCL_BARE.search(line) is not None) if bare
-                                   else (lambda line: b"NCCL" in line))
-    if bare:
-        return [line for line in data.split(b"\n") if b"NCCL" in line or _NCCL_BARE.search(line)], None
-    return [line for line in data.split(b"\n") if b"NCCL" in line], None
+        return data.split(b"\n"), _nccl_line
+    if _NCCL_BARE_SCAN.search(data) is not None:
+        return [line for line in data.split(b"\n") if _nccl_line(line)], None
+    return ([line for line in data.split(b"\n") if b"NCCL" in line], None) if b"NCCL" in data else ([], None)
+
+
+def _nccl_line(line: bytes) -> bool:
+    return b"NCCL" in line or _NCCL_BARE.search(line) is not None
 
 
 def _line_text(line: bytes) -> str:
