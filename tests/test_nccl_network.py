@@ -46,6 +46,17 @@ def network_of(paths):
     ("socket-ibextplugin-ibdisable1-azureml-2.10.3-mlflow-issue-8444.txt", "Socket", None, "NCCL_IB_DISABLE"),
     ("socket-dockerbridge-pluginfail-2.21.5-nccl-issue-1504.txt", None, None, "eth0:172.17.2.7"),
     ("socket-pluginfail-dlerror-2.20.5-vllm-issue-10453.txt", None, None, None),   # no plugin: not a fallback
+    # the check half's misses (issue 44), one per class: NCCL's socket net on lo; "NET/Socket : GPU Direct RDMA
+    # Disabled" said on sockets; IB found no device / "Failed to initialize NET plugin IB" with no plugin loaded, so
+    # Socket is the net left; a Linux bridge (br0) under the bootstrap; the IB transport named by its own WARN
+    # ("NET/IB : Got completion from peer"); any NET/OFI line (aws-ofi-nccl, no provider named)
+    ("check44-kubeflow-pytorch-operator-202.txt", "Socket", None, "NET/Socket : Using [0]lo:127.0.0.1"),
+    ("check44-nvidia-nccl-1053.txt", "Socket", False, "NCCL_IB_DISABLE set by environment to 1"),
+    ("check44-nvidia-nccl-2057.txt", "Socket", None, "NET/IB : No device found"),
+    ("check44-pytorch-pytorch-111424.txt", "Socket", None, "NET/IB : No device found"),
+    ("check44-nvidia-nccl-392.txt", "RoCE", False, "Bootstrap : Using br0:10.137.141.16"),
+    ("check44-nvidia-nccl-928.txt", "InfiniBand", None, None),
+    ("check44-nvidia-nccl-tests-245.txt", "libfabric", False, None),
 ])
 def test_the_network_gpudirect_and_the_fallback_line_are_read_from_the_log_alone(name, network, gpudirect, fallback):
     result = nccl_json(name)
@@ -59,6 +70,15 @@ def test_the_network_gpudirect_and_the_fallback_line_are_read_from_the_log_alone
         assert result.exit_code >= 1            # a fallback is at least a WARN
     else:
         assert not lines
+
+
+def test_a_failed_transfer_names_the_network_and_stays_a_failure():
+    """Three hosts' only NCCL lines are the IB transport's completion errors: the WARN names the net in use
+    (InfiniBand, its peers on ib0) and the job failed (exit 2), whatever else the log lacks."""
+    result = nccl_json("check44-nvidia-nccl-928.txt")
+    assert set(result.nccl) == {"H100-1", "H100-2", "H100-5"}
+    assert {p["network"] for p in result.nccl.values()} == {"InfiniBand"}
+    assert result.exit_code == 2
 
 
 def test_an_info_line_is_never_a_failure():

@@ -24,8 +24,8 @@ def by_check(findings):
 
 
 def test_every_recorded_log_is_read_without_a_crash_and_says_what_it_holds():
-    """41 of the 42 logs give a fact (a path, a version, the bootstrap, the plugin, a WARN); the one that does not
-    was anonymised to `pod-id:num:num` by its poster, which no NCCL writes."""
+    """Every log but one gives a fact (a path, the network, a version, the bootstrap, the plugin, a WARN); the one
+    that does not was anonymised to `pod-id:num:num` by its poster, which no NCCL writes."""
     names = sorted(n for n in os.listdir(DATA) if n.endswith(".txt"))
     assert len(names) >= 40
     silent = []
@@ -33,8 +33,8 @@ def test_every_recorded_log_is_read_without_a_crash_and_says_what_it_holds():
         read = summary(name)
         paths = paths_by_host(read)
         judge_paths(paths)            # never raises, whatever the log holds
-        if not read["job"] and not any(p.inter or p.intra or p.networks or p.versions or p.bootstrap or p.plugin or
-                                       any(r["warns"] for r in p.ranks) for p in paths.values()):
+        if not read["job"] and not any(p.inter or p.intra or p.networks or p.network or p.versions or p.bootstrap or
+                                       p.plugin or any(r["warns"] for r in p.ranks) for p in paths.values()):
             silent.append(name)
     assert silent == ["nvls-na-commline-anonymized-nccl-issue-1466.txt"]
 
@@ -186,3 +186,26 @@ def test_the_nodes_read_their_own_files_and_remove_them(tmp_path):
     summary = capture.summaries[node.name]
     assert summary["files"] == 2 and summary["ranks"] and not list(tmp_path.glob("nccl.*.log"))
     assert isinstance(capture, Capture)
+
+
+def test_a_large_log_counted_in_bulk_reads_as_every_line_read_alone(monkeypatch):
+    """explain and the nodes read a large job's log in blocks, its repeated lines (connections, `Connected all
+    rings`) counted in bulk: the summary is the one each line read alone gives (ranks, their order, the counts of
+    every path, the WARNs), and most connections are not read one by one."""
+    lines = []
+    for name in ("ib-gdr-cumem-2node-h20-nccl-issue-1189.txt", "check44-nvidia-nccl-928.txt",
+                 "socket-lo-2.10.3-nccl-issue-1126.txt"):
+        lines += open(os.path.join(DATA, name), errors="replace").read().split("\n") * 100
+    alone, alone_job = {}, {}
+    for line in lines:
+        ncclpath.read_line(line.rstrip("\r"), alone, alone_job)
+    calls = []
+    read_line = ncclpath.read_line
+    monkeypatch.setattr(ncclpath, "read_line", lambda *args: calls.append(args[0]) or read_line(*args))
+    bulk, bulk_job = {}, {}
+    for start in range(0, len(lines), 200):          # blocks, as explain reads a log in chunks
+        ncclpath.read_lines(lines[start:start + 200], bulk, bulk_job)
+    assert list(bulk.items()) == list(alone.items()) and bulk_job == alone_job
+    assert [list(r["inter"].items()) for r in bulk.values()] == [list(r["inter"].items()) for r in alone.values()]
+    connections = [line for line in lines if " via " in line]
+    assert len([line for line in calls if " via " in line]) < len(connections) / 3

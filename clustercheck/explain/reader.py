@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 try:   # RE2 (google-re2) scans for many words at once in linear time: Python's re would be 10x slower here
     import re2 as fast_re
@@ -50,6 +50,7 @@ CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE]))
 _RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
 _NCCL_BARE = re.compile(rb"(?m)^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|"
                         rb"\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
+_NCCL_BARE_SCAN = fast_re.compile(_NCCL_BARE.pattern)      # over a whole chunk: RE2 is 6x faster there
 
 
 @dataclass
@@ -166,10 +167,15 @@ def chunks(handle) -> Iterator[Tuple[bytes, bool]]:
         chunk = handle.read(CHUNK)
         if not chunk and not carry:
             return
-        data = carry + chunk
         if not chunk:
-            yield data, False
+            yield carry, False
             return
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:            # the common case: the chunk's whole lines after the carried start, copied once
+            data, carry = b"".join((carry, memoryview(chunk)[:cut + 1])), chunk[cut + 1:]
+            yield data, False
+            continue
+        data = carry + chunk
         cut = data.rfind(b"\n")
         if cut >= 0:
             data, carry = data[:cut + 1], data[cut + 1:]
@@ -198,11 +204,25 @@ def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
         yield data[start:min(end, start + MAX_LINE)], end - start > MAX_LINE
 
 
-def nccl_lines(data: bytes) -> List[bytes]:
-    """The lines of a chunk NCCL wrote (for the path reader), found in C: no Python per line of the others."""
-    if _NCCL_BARE.search(data) is None:          # every line NCCL wrote with its prefix says NCCL
-        return [line[:MAX_LINE] for line in data.split(b"\n") if b"NCCL" in line] if b"NCCL" in data else []
-    return [line[:MAX_LINE] for line in data.split(b"\n") if b"NCCL" in line or _NCCL_BARE.search(line)]
+def nccl_lines(data: bytes) -> Tuple[List[bytes], Optional[Callable[[bytes], bool]]]:
+    """The lines of a chunk for the path reader, and which of them NCCL wrote (None: all of them): where NCCL's lines
+    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), ncclpath.read_lines asks once per distinct
+    line; where they are a few (a training log), they are picked out in C, and the lines whose prefix a poster
+    stripped are looked for by RE2 over the chunk, no Python per line."""
+    sample = data[:1 << 16]
+    if sample.count(b"NCCL") * 2 > sample.count(b"\n"):
+        return data.split(b"\n"), _nccl_line
+    if _NCCL_BARE_SCAN.search(data) is not None:
+        return [line for line in data.split(b"\n") if _nccl_line(line)], None
+    return ([line for line in data.split(b"\n") if b"NCCL" in line], None) if b"NCCL" in data else ([], None)
+
+
+def _nccl_line(line: bytes) -> bool:
+    return b"NCCL" in line or _NCCL_BARE.search(line) is not None
+
+
+def _line_text(line: bytes) -> str:
+    return line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")
 
 
 def _add_candidates(view: LogView, found, node: str, file_rank: Optional[int]) -> None:
@@ -243,10 +263,9 @@ def read_logs(paths: List[str]) -> LogView:
                 handle.seek(0)
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
-                for data, cut_alone in chunks(handle):
-                    for raw in nccl_lines(data):          # the path NCCL took (onnode/ncclpath.py)
-                        line = raw.decode("utf-8", "replace").rstrip("\r")
-                        ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node)
+                for data, cut_alone in chunks(handle):    # the path NCCL took (onnode/ncclpath.py)
+                    lines, wanted = nccl_lines(data)
+                    ncclpath.read_lines(lines, view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
                     found = [(data, True)] if cut_alone else candidate_lines(data)
                     _add_candidates(view, found, node, file_rank)
                 view.bytes_read += handle.tell()

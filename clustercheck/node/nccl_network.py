@@ -58,14 +58,32 @@ def _families(ranks: List[Dict], inter: Dict[str, int]) -> Counter:
         for name in _ranks_say(ranks, "network"):
             found[family(name)] += 1
     if not found:       # no connection, no "Using network": the net that started says it
-        if _ranks_say(ranks, "link_layers"):
-            found["ib"] += 1
-        elif _ranks_say(ranks, "ofi_provider"):
-            found["ofi"] += 1
-        elif _ranks_say(ranks, "socket_ifs"):
-            found["socket"] += 1
+        fam = _started(ranks)
+        if fam:
+            found[fam] += 1
     found.pop(None, None)
     return found
+
+
+def _started(ranks: List[Dict]) -> Optional[str]:
+    """The family of the net NCCL's start-up lines show in use: IB ports listed, aws-ofi-nccl's lines (NET/OFI, not
+    its failures), sockets listed, a WARN of a net's own transfers (`NET/IB : Got completion from peer`); else
+    sockets where the IB transport found no device or failed to start and no plugin loaded: NCCL tries its nets
+    in order (a plugin, IB, Socket: src/plugin/net.cc, net.cc) and Socket is the one left."""
+    ofi_failed = any("NET/OFI" in line for r in ranks for line in r.get("net_failures") or [])
+    if _ranks_say(ranks, "link_layers"):
+        return "ib"
+    if _ranks_say(ranks, "ofi_provider") or (_ranks_say(ranks, "ofi") and not ofi_failed):
+        return "ofi"
+    if _ranks_say(ranks, "socket_ifs"):
+        return "socket"
+    warned = _ranks_say(ranks, "warned_net")
+    if warned:
+        return family(Counter(warned).most_common(1)[0][0])
+    loaded = any((r.get("plugin") or {}).get("status") == "loaded" for r in ranks)
+    if any("IB" in (r.get("nets_failed") or []) for r in ranks) and not loaded:
+        return "socket"
+    return None
 
 
 def network(ranks: List[Dict], inter: Dict[str, int], job: Dict) -> Optional[str]:
@@ -92,21 +110,31 @@ def gpudirect(ranks: List[Dict], inter: Dict[str, int], net: Optional[str]) -> O
     rdma = {n: c for n, c in inter.items() if family(n.split("/")[1]) in ("ib", "ofi")}
     if rdma:
         return any(n.endswith("/GDRDMA") for n in rdma)
-    if net == "Socket":
-        return None
     said: Counter = Counter()
     for rank in ranks:
         said.update(rank.get("gdr") or {})
+    if net == "Socket":     # sockets have none: False only where NCCL says so (`NET/Socket : GPU Direct RDMA Disabled`)
+        return False if said.get("disabled") else None
     if said.get("disabled") and not said.get("enabled"):
         return False
     return True if said.get("enabled") else None
 
 
+def _virtual(name: str, addr: str, virtual_if) -> bool:
+    return bool(virtual_if.match(name) or addr.startswith(("127.", "::1", "172.17.")))
+
+
 def _virtual_bootstrap(ranks: List[Dict], virtual_if) -> Optional[str]:
+    """The bootstrap, or an interface of NCCL's socket net (by default NCCL leaves lo and docker out of it unless
+    nothing else is up: src/misc/socket.cc), on loopback, Docker's network, a bridge or a virtual interface."""
     for rank in ranks:
         boot = rank.get("bootstrap")
-        if boot and (virtual_if.match(boot["if"]) or boot["addr"].startswith(("127.", "::1", "172.17."))):
+        if boot and _virtual(boot["if"], boot["addr"], virtual_if):
             return f"Bootstrap : Using {boot['if']}:{boot['addr']}"
+    for rank in ranks:
+        for i, (name, addr) in enumerate(zip(rank.get("socket_ifs") or [], rank.get("socket_addrs") or [])):
+            if _virtual(name, addr, virtual_if):
+                return f"NET/Socket : Using [{i}]{name}:{addr}"
     return None
 
 

@@ -28,7 +28,7 @@ from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get
 from clustercheck.node import nccl_network
 
-VIRTUAL_IF = re.compile(r"^(?:docker\d*|lo|virbr\d*|veth\w*|br-\w+|cni\d*|flannel\S*|cali\w+|tun\d+|tap\d+|"
+VIRTUAL_IF = re.compile(r"^(?:docker\d*|lo|virbr\d*|veth\w*|br-\w+|br\d+|cni\d*|flannel\S*|cali\w+|tun\d+|tap\d+|"
                         r"kube-\w+|podman\d*)$")
 RDMA_NETS = ("IB", "RoCE", "Libfabric", "AWS Libfabric", "OFI")   # by prefix: IBext_v8 is the SHARP plugin's IB
 
@@ -265,8 +265,8 @@ def _bootstrap(paths: Dict[str, NodePath]) -> List[Finding]:
     virtual = {n: p.fallback_of("bootstrap") for n, p in paths.items() if p.fallback_of("bootstrap")}
     if not virtual:
         return []
-    return [Finding("nccl.bootstrap", Status.WARN, f"NCCL's bootstrap runs over loopback, a bridge or a virtual "
-                                                   f"interface on {fold(list(virtual))}",
+    return [Finding("nccl.bootstrap", Status.WARN, f"NCCL's bootstrap or socket network runs over loopback, a "
+                                                   f"bridge or a virtual interface on {fold(list(virtual))}",
                     [f"{n}: {line}" for n, line in virtual.items()],
                     "set NCCL_SOCKET_IFNAME to the training interface on every node (not lo, docker0, a bridge or a "
                     "veth); in a container, run on the host network: other nodes cannot reach these addresses",

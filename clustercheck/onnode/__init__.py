@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The helper modules each program imports, in the order they must be registered.
 HELPERS = {"env_probe": ("nodelib", "gpuprobe", "kernlog", "fabric", "sweep"), "net_probe": ("nodelib",),
            "device_probe": ("nodelib", "gpuprobe", "gpusample"), "storage_probe": ("nodelib", "dstate", "mounts"),
-           "ncclpath": ()}
+           "ncclpath": ("ncclprefix",)}
 
 # argv[1] is "name:blob,name:blob,...": the helpers become importable modules, the last
 # entry runs as __main__ with argv as if the file itself had been run.
