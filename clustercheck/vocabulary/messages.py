@@ -143,7 +143,7 @@ ROWS: List[Row] = [
                 "was likely closed. Did the remote server shutdown or crash?\""),
     Row("c10d", r"Rendezvous(?:Timeout|Closed|Connection|State)Error|RendezvousTimeoutError", "rendezvous",
         "RendezvousError", TORCH + "torch/distributed/elastic/rendezvous/api.py RendezvousError subclasses"),
-    Row("c10d", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|[Ss]tore[_ ]based[_ ]barrier|"
+    Row("c10d", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|"
                 r"Socket Timeout|client socket has timed out|TCPStore\b[^\n]*(?:timed out|timeout)|"
                 r"The server socket has failed to listen|c10d\][^\n]*timed out|connect\(\) timed out|"
                 r"Timed out initializing process group in store based barrier", "rendezvous", "c10d store",
