@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 
@@ -59,6 +60,17 @@ cli.add_command(smoke)
 cli.add_command(stacks)
 
 
+def _exit_interrupted() -> None:
+    """Exit 130 at once once the remote commands are stopped: an interpreter's shutdown with the fan-out's daemon
+    threads still in a blocking call can abort (SIGABRT, "FATAL: exception not rethrown"), read as a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(EXIT_INTERRUPTED)
+
+
 def main(argv=None) -> None:
     interrupt.install()
     faulthandler.register(signal.SIGUSR1, all_threads=True)   # kill -USR1 <pid>: where every thread is
@@ -67,12 +79,9 @@ def main(argv=None) -> None:
     except InputError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Interrupted: remote commands were stopped.", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("Interrupted: remote commands were stopped.", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _exit_interrupted()
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_BAD_INPUT)
