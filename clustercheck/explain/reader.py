@@ -229,7 +229,7 @@ def _add_candidates(view: LogView, found, node: str, file_rank: Optional[int]) -
     for raw, cut in found:
         if b"WARN" not in raw and (b"NCCL INFO" in raw or _NCCL_BARE.search(raw)) and not _RETRY.search(raw):
             continue                     # NCCL's own INFO is the path's, never a failure
-        line = raw.decode("utf-8", "replace").rstrip("\r")
+        line = _line_text(raw)
         view.candidates += 1
         view.cut_lines += cut
         where, said = origin(line, node)
