@@ -303,10 +303,5 @@ def path_rows(paths: Dict[str, NodePath]) -> List[List[str]]:
              gdr[p.gpudirect], ", ".join(p.bootstrap) or "?"] for node, p in paths.items() if p.ranks]
 
 
-def describe_path(path: Optional[NodePath]) -> str:
-    """"over NET/IB/GDRDMA" for a finding about the node ("" where nothing was captured)."""
-    return f" (NCCL between nodes: {path.between()})" if path and path.ranks else ""
-
-
 
 PATH_HEADERS = ["node", "NCCL", "network", "between nodes", "inside the node", "plugin", "GPUDirect", "bootstrap"]
