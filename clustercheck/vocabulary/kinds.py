@@ -50,9 +50,52 @@ KINDS: Dict[str, Kind] = {
     "import": Kind(30, ROOT, "a module does not import",
                    "install it into the interpreter that trains on that node, or name the right one with python= "
                    "(clustercheck env shows what each node has)"),
-    "launch-args": Kind(40, ROOT, "the launcher passed arguments the training script does not accept",
+    "mpi": Kind(35, ROOT, "the MPI launcher could not start or wire up the ranks (mpirun / orted / Hydra, PMI / PMIx)",
+                "run the same Open MPI / MPICH build on every node (its prte/orted on the remote PATH: "
+                "--prefix or the module loaded in non-interactive shells), let mpirun's nodes reach each other "
+                "(-mca oob_tcp_if_include / btl_tcp_if_include on the routable interface), and under Slurm start "
+                "ranks with srun --mpi=pmix (srun --mpi=list) matching the PMI the library was built with"),
+    "trainer-config": Kind(42, ROOT, "the trainer framework rejected its settings (PyTorch Lightning, accelerate, the "
+                                     "Hugging Face Trainer, LLaMA-Factory: devices, nodes, strategy, precision)",
+                           "make the framework's devices x num_nodes match what the launcher gives (Lightning: "
+                           "Trainer(devices=, num_nodes=) equal to the Slurm/torchrun tasks; accelerate: "
+                           "num_processes = nodes x GPUs per node in its config), and choose a strategy and precision "
+                           "the installed versions and GPUs support; the message names the setting"),
+    "memlock": Kind(193, ROOT, "RDMA could not register memory: the locked-memory limit (ulimit -l) is too low",
+                    "raise the memlock limit where the ranks start: '* - memlock unlimited' in "
+                    "/etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd (and PropagateResourceLimits), "
+                    "docker --ulimit memlock=-1, Kubernetes IPC_LOCK; ulimit -l in the job shows it"),
+    "checkpoint-corrupt": Kind(183, ROOT, "a checkpoint or weights file is truncated or corrupt",
+                               "the file was cut while written (a full disk, a killed save, an incomplete copy or "
+                               "download): check its size against the source, save to a temporary name and rename, "
+                               "and load the last complete checkpoint; every node reading it fails alike"),
+    "file-lock": Kind(167, ROOT, "a file lock could not be taken: another rank or job holds it, or a killed one left it",
+                      "find who holds it (lsof / fuser on the lock file, on every node that shares the directory); "
+                      "a lock left by a killed job (the HF datasets or hub cache, a torch extensions build) can be "
+                      "removed once nothing runs that uses it; give each job its own cache directory"),
+    "stale-file": Kind(165, ROOT, "a network filesystem's file handle went stale (ESTALE)",
+                       "the file was replaced or removed on the server while a node held it open (another node "
+                       "rewrote it, the export was remounted): write checkpoints to new names, remount on that "
+                       "node, and keep one writer per file"),
+    "iommu": Kind(62, ROOT, "the IOMMU blocked a device's DMA (DMAR / AMD-Vi / IO page faults)",
+                  "boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt) or the IOMMU off for "
+                  "GPUDirect and NCCL P2P; disable PCIe ACS on the switches between GPUs and NICs; a fault naming one "
+                  "device repeatedly: drain the node and check that device"),
+    "hung-task": Kind(64, ROOT, "the kernel reports a task blocked for minutes (hung task, D state): a filesystem or "
+                                "a driver stopped answering",
+                      "the trace names where it blocked: nfs / lustre / fuse calls are the storage (check the mount "
+                      "and its server from that node), nvidia / uvm calls the GPU driver (drain the node, reset the "
+                      "GPU); clustercheck storage names writers stuck in D state"),
+    "hang": Kind(255, LINK, "the job stopped inside a collective with no error: a hang in progress (or a log cut "
+                            "there)",
+                 "find the rank the others wait for: clustercheck stacks on the live job, or the flight recorder's "
+                 "dumps (TORCH_FR_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1) read by clustercheck explain DIR"),
+    "launch-args": Kind(40, ROOT, "the launcher was given (or passed) arguments that do not fit: the script's, the "
+                                  "hostfile's, the node and process counts",
                         "torch 2.x's launchers pass --local-rank (not --local_rank): accept both in the script, or use "
-                        "torchrun and read LOCAL_RANK from the environment"),
+                        "torchrun and read LOCAL_RANK from the environment; for torchrun and DeepSpeed's launcher, "
+                        "make --nnodes / --nproc-per-node / --rdzv-endpoint and the hostfile (host slots=N, one per "
+                        "line), --include / --exclude and --num_nodes name the nodes and GPUs that exist"),
     "ds-config": Kind(45, ROOT, "DeepSpeed rejected its config (batch size arithmetic or ZeRO stage options)",
                       "make train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x world "
                       "size (the world size changes with the node count: set \"auto\" or leave one of the three out), "
@@ -155,6 +198,9 @@ KINDS: Dict[str, Kind] = {
                       "find the node that died first (its own log, dmesg); clustercheck env on it"),
     "comms": Kind(300, ECHO, "a collective failed between ranks", NET),
 }
+# Kinds a log's shape leads to, not a line of it (no row of the table names them): a log that stops in a collective
+# with no error and no end (explain/verdict.py)
+SHAPE_KINDS = {"hang"}
 # Every kind, most telling first: derived from the ranks, never kept by hand.
 KIND_ORDER: List[str] = sorted(KINDS, key=lambda name: KINDS[name].rank)
 assert len({k.rank for k in KINDS.values()}) == len(KINDS), "two kinds share a rank"

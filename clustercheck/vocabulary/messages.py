@@ -1,44 +1,18 @@
-"""The spaces whose entries are messages, each taken from the project that prints it: Slurm's srun and slurmstepd,
-the dynamic loader (glibc), the Hugging Face hub, DeepSpeed's config, torch.distributed's store, rendezvous and
-watchdog (torchelastic of every version), Python's import machinery, torch's own checks (DDP's reducer,
-load_state_dict, devices, shapes), SSH. Each row cites the file (or function) whose message it reads."""
+"""The spaces whose entries are messages, each taken from the project that prints it: the dynamic loader (glibc),
+the Hugging Face hub, DeepSpeed's config, torch.distributed's store, rendezvous and watchdog (torchelastic of every
+version), Python's import machinery, torch's own checks (DDP's reducer, load_state_dict, devices, shapes), SSH.
+Each row cites the file (or function) whose message it reads. The schedulers' messages (Slurm, PBS, LSF) are
+scheduler.py's, the MPI launchers' mpi.py's."""
 
 from __future__ import annotations
 
 from typing import List
 
-from clustercheck.vocabulary.kinds import FAILED
 from clustercheck.vocabulary.spaces import Row
 
-SLURM = "SchedMD/slurm "
 TORCH = "pytorch/pytorch "
 DS = "deepspeedai/DeepSpeed deepspeed/"
 ROWS: List[Row] = [
-    # ---- Slurm: srun and slurmstepd (src/slurmd/slurmstepd/req.c, src/srun/, task/cgroup) -------------------
-    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO TIME LIMIT|Reason=TimeLimit|JobState=TIMEOUT|time limit exceeded|"
-                     r"Job \d+ exceeded (?:its )?time", "scheduler",
-        "time limit", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO TIME LIMIT ***\""),
-    Row("scheduler", r"PBS: job killed: walltime \d+ exceeded limit|TERM_RUNLIMIT: job killed", "scheduler",
-        "time limit (PBS, LSF)", "PBS's \"=>> PBS: job killed: walltime %d exceeded limit %d\"; LSF's TERM_RUNLIMIT"),
-    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO PREEMPTION|[Pp]reempted\b|PREEMPTED", "scheduler", "preemption",
-        SLURM + "src/slurmd/slurmstepd/req.c: \"... DUE TO PREEMPTION ***\""),
-    Row("scheduler", r"(?:CANCELLED AT \S+ )?DUE TO NODE FAILURE|srun: error: Node failure on \S+|"
-                     r"Node \S+ failed, job", "scheduler",
-        "node failure", SLURM + "src/slurmd/slurmstepd/req.c \"... DUE TO NODE FAILURE ***\"; src/srun/srun_job.c "
-                                "\"Node failure on %s\""),
-    Row("scheduler", r"CANCELLED AT \S+ DUE TO [A-Z]", "scheduler", "cancelled for a reason",
-        SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s DUE TO %s ***\" (JOB REQUEUE, ...)"),
-    Row("scheduler", r"(?:JOB|STEP) \d+(?:\.\d+)? ON \S+ CANCELLED AT \S+ \*\*\*", "scheduler",
-        "cancelled", SLURM + "src/slurmd/slurmstepd/req.c: \"*** %s ON %s CANCELLED AT %s ***\" (no reason: "
-                             "scancel, or Slurm ending the step after a task failed: any cause a rank shows says more)",
-        tier=FAILED),
-    Row("scheduler", r"Unable to create step for job \d+|Unable to allocate resources:|"
-                     r"step creation (?:temporarily disabled|still disabled)", "scheduler", "step creation",
-        SLURM + "src/srun/ (launch): \"Unable to create step for job %u: %m\", \"Unable to allocate resources: %m\""),
-    Row("scheduler", r"oom[-_]kill event|Exceeded (?:job|step) memory limit|OOM ?Killed|oom_kill|"
-                     r"task \d+: Out Of Memory",
-        "killed", "oom-kill", SLURM + "task/cgroup: \"Detected %u oom-kill event(s) in %ps\"; srun: \"%s: task %d: "
-                                      "Out Of Memory\""),
     # ---- the dynamic loader (glibc elf/dl-load.c, elf/dl-version.c, elf/dl-lookup.c) ------------------------------
     Row("loader", r"cannot open shared object file", "loader", "cannot open shared object file",
         "glibc elf/dl-load.c: \"%s: cannot open shared object file: No such file or directory\""),

@@ -26,7 +26,9 @@ ROWS: List[Row] = [Row("nccl", rf"\b{name}\b|NCCL [Ee]rror[^:\n]*:\s*(?:[^\n]*, 
 # What the WARN lines of NCCL's transports and bootstrap say, by the code that prints them (src/transport/*,
 # src/misc/socket.cc, src/misc/shmutils.cc, src/include/checks.h). `via`: the space the cause is read in.
 _WARN = "NVIDIA/nccl WARN lines: "
-_GATE = r"(?:NCCL|\bWARN\b)[^\n]*"     # the words below mean NCCL's only on a line NCCL (or its WARN) wrote
+# the words below mean NCCL's only on a line where NCCL says an error: its WARN, torch's "NCCL error ...", the
+# "Last error:" torch quotes; never its INFO (the retries it prints there, a dmabuf call it falls back from)
+_GATE = r"(?:NCCL (?:WARN|[Ee]rror)|\bWARN\b|Last error:)[^\n]*"
 ROWS += [
     Row("nccl-warn", r"(?:NCCL WARN|\.(?:cc|cu|h):\d+ WARN)[^\n]*Cuda failure", "nccl", "NCCL WARN Cuda failure",
         _WARN + "src/include/checks.h CUDACHECK: \"Cuda failure '%s'\"", via="cuda"),
@@ -38,7 +40,8 @@ ROWS += [
                      r"ncclSocketConnect|bootstrap)\b[^\n]*(?:returned|:)\s*[A-Z][a-z][\w ]+", "network",
         "NCCL WARN socket", _WARN + "src/misc/socket.cc: \"socketPollConnect: connect returned %s\"", via="errno"),
     Row("nccl-warn", _GATE + r"(?:NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+ failed)", "ib",
-        "NCCL WARN NET/IB", _WARN + "src/transport/net_ib.cc: \"NET/IB : Got completion from peer %s with error %d\""),
+        "NCCL WARN NET/IB", _WARN + "src/transport/net_ib.cc: \"NET/IB : Got completion from peer %s with error %d\"",
+        via="rdma"),     # the completion status or verbs errno is read in rdma's table (ENOMEM: the memlock limit)
     Row("nccl-warn", r"Duplicate GPU detected", "duplicate-gpu", "NCCL WARN Duplicate GPU",
         _WARN + "src/init.cc: \"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx\""),
 ]

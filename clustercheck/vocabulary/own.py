@@ -29,7 +29,7 @@ ROWS: List[Row] = [
         "overflow", "loss overflow", _SEEN + "DeepSpeed's fp16 loss scaler \"Current loss scale already at minimum\""),
     Row("clustercheck", r"terminated with signal SIGKILL|Signals\.SIGKILL", "killed", "SIGKILL",
         _SEEN + "torchelastic"),
-    Row("clustercheck", r"NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+\s+failed|IBV_WC_\w+", "ib",
+    Row("clustercheck", r"NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+\s+failed", "ib",
         "InfiniBand", _SEEN + "NCCL's net_ib before 2.4, ibverbs' ibv_wc_status names"),
     Row("clustercheck", r"CUDA error: (?:device-side assert|unspecified launch failure|misaligned address|"
                         r"an illegal instruction|uncorrectable ECC|unknown error)|"

@@ -32,6 +32,16 @@ SPACES: Dict[str, Space] = {
     "nccl-warn": Space(10, "NVIDIA/nccl's WARN lines (src/transport/*, src/misc/socket.cc, shmutils.cc, checks.h)"),
     # Slurm's verdict outranks what it interrupted
     "scheduler": Space(20, "Slurm's slurmstepd (src/slurmd/slurmstepd/req.c), srun and task/cgroup messages"),
+    # MPI launchers' and PMIx's help texts: the launcher's verdict on starting the ranks
+    "mpi": Space(25, "Open MPI's, PRRTE's and PMIx's help-*.txt texts, MPICH / Hydra's messages"),
+    # the trainer frameworks around torch: their own checks name the setting
+    "trainers": Space(55, "PyTorch Lightning's MisconfigurationException texts, accelerate's and the HF Trainer's "
+                          "checks, LLaMA-Factory's, DeepSpeed's launcher and multinode runner, torchrun's arguments"),
+    # RDMA: rdma-core's completion statuses and verbs calls, RDMA-CM, UCX; NCCL's NET/IB WARNs read through them
+    "rdma": Space(88, "rdma-core's ibv_wc_status_str table and verbs calls, RDMA-CM, UCX's ucs_status_string"),
+    # storage and serialization: torch.save / torch.load, safetensors, filelock, NFS
+    "storage": Space(97, "torch's serialization (torch/serialization.py, caffe2/serialize/inline_container.cc), "
+                         "safetensors, filelock, NFS"),
     # the dynamic loader's own words, before the ImportError / OSError around them
     "loader": Space(30, "glibc's dynamic loader (elf/dl-load.c, dl-version.c, dl-lookup.c)"),
     # the Hugging Face hub, before the socket errno it carries

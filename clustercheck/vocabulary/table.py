@@ -16,14 +16,16 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from clustercheck.vocabulary import cuda, libraries, messages, nccl, nvml, own, system
+from clustercheck.vocabulary import (cuda, kernel, libraries, messages, mpi, nccl, nvml, own, rdma, scheduler,
+                                     storage, system, trainers)
 from clustercheck.vocabulary.kinds import KINDS
 from clustercheck.vocabulary.spaces import SPACES, Row, VocabularyError, check
 
 __all__ = ["ROWS", "SPACES", "Row", "VocabularyError", "best_in", "check", "first_space", "prefilter_source"]
 
 
-ROWS: List[Row] = [*nccl.ROWS, *messages.ROWS, *cuda.ROWS, *libraries.ROWS, *nvml.ROWS, *system.ROWS, *own.ROWS]
+ROWS: List[Row] = [*nccl.ROWS, *messages.ROWS, *scheduler.ROWS, *mpi.ROWS, *rdma.ROWS, *trainers.ROWS, *storage.ROWS,
+                   *kernel.ROWS, *cuda.ROWS, *libraries.ROWS, *nvml.ROWS, *system.ROWS, *own.ROWS]
 check(ROWS)
 _COMPILED: List["re.Pattern[str]"] = [re.compile(row.match) for row in ROWS]
 WARNED_CAUSE = re.compile("|".join(f"(?:{row.match})" for row in ROWS if row.warns))
