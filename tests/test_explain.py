@@ -67,7 +67,9 @@ def test_a_log_with_nothing_in_it_is_unknown_never_ready(tmp_path):
     path.write_text("step 1 loss 2.0\nstep 2 loss 1.9\n" * 1000)
     proc = clustercheck("explain", str(path), "--json")
     doc = json.loads(proc.stdout)
-    assert proc.returncode == 3 and doc["verdict"] == "UNKNOWN" and "nothing in 1 file(s)" in proc.stdout
+    assert proc.returncode == 3 and doc["verdict"] == "UNKNOWN"
+    [finding] = doc["findings"]
+    assert finding["check"] == "explain.no-end" and "2,000 line(s) in 1 file(s), 0 recognised" in finding["summary"]
 
 
 @pytest.mark.parametrize("content, words", [

@@ -7,6 +7,10 @@ and the exit code follows it (Nagios codes: OK 0, WARN 1, FAIL 2, UNKNOWN 3).
 UNKNOWN is "could not check": a probe section that could not be read, a counter the
 driver would not give. It is never OK: it outranks WARN, so a run with one is not READY;
 a FAIL outranks it (a cluster known to be broken is NOT READY whatever else is unknown).
+
+READY is earned, never the default: a verdict over findings none of which checked anything (no finding
+at all, or notes only: "3 files skipped", "a line was read cut") is UNKNOWN, whatever command made them.
+A note is a Finding with checked=False: shown, never counted as a check that passed.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Status(enum.IntEnum):
 
 VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS",
             Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED", Status.FAIL: "NOT READY"}
+NOTHING_CHECKED = "UNKNOWN: NOTHING WAS CHECKED"
 
 
 @dataclass
@@ -49,13 +54,30 @@ class Finding:
     remedy: str = ""
     nodes: List[str] = field(default_factory=list)      # the nodes at fault
     answers: str = ""          # the flag whose question it answers ("--params 1B"): shown whatever its status
+    checked: bool = True       # False: a note about the reading (a file skipped), not a check; never a pass
+
+    def __post_init__(self) -> None:
+        if not self.checked and self.status is not Status.OK:
+            raise ValueError(f"finding {self.check!r}: a note (checked=False) is OK; a {self.status.name} checked something")
 
     def to_dict(self) -> Dict:
         data = asdict(self)
         data["status"] = self.status.name
         if not self.answers:
             del data["answers"]
+        if self.checked:
+            del data["checked"]
         return data
+
+
+def note(check: str, summary: str, evidence: Sequence[str] = ()) -> Finding:
+    """A note about what was read (a file skipped, a line read cut): shown, never a check that passed."""
+    return Finding(check, Status.OK, summary, list(evidence), checked=False)
+
+
+def nothing_checked(findings: Sequence[Finding]) -> bool:
+    """No finding checked anything: the verdict is UNKNOWN, never READY."""
+    return not any(f.checked for f in findings)
 
 
 def run_judges(judges: Sequence[Callable[[Any], List[Finding]]], facts: Any) -> List[Finding]:
@@ -68,7 +90,9 @@ def run_judges(judges: Sequence[Callable[[Any], List[Finding]]], facts: Any) -> 
 
 
 def worst(findings: Sequence[Finding]) -> Status:
-    return max((f.status for f in findings), default=Status.OK)
+    """The worst status among the findings; UNKNOWN where none of them checked anything (READY is earned)."""
+    status = max((f.status for f in findings), default=Status.UNKNOWN)
+    return max(status, Status.UNKNOWN) if nothing_checked(findings) else status
 
 
 def sort_findings(findings: Sequence[Finding]) -> List[Finding]:
@@ -83,6 +107,12 @@ def verdict_line(findings: Sequence[Finding]) -> str:
         parts.append(f"{counts[Status.UNKNOWN]} could not be checked")
     if counts[Status.WARN]:
         parts.append(f"{counts[Status.WARN]} warning{'s' if counts[Status.WARN] != 1 else ''}")
-    parts.append(f"{counts[Status.OK]} passed")
-    return f"{VERDICTS[worst(findings)]} ({', '.join(parts)})"
+    passed = sum(1 for f in findings if f.status is Status.OK and f.checked)
+    parts.append(f"{passed} passed")
+    notes = len(findings) - sum(1 for f in findings if f.checked)
+    if notes:
+        parts.append(f"{notes} note{'s' if notes != 1 else ''}")
+    status = worst(findings)
+    head = NOTHING_CHECKED if nothing_checked(findings) and status is Status.UNKNOWN else VERDICTS[status]
+    return f"{head} ({', '.join(parts)})"
 

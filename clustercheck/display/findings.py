@@ -16,6 +16,10 @@ def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined
     headline already says; passed, they are not said again."""
     lines = []
     for finding in sort_findings(findings):
+        if not finding.checked:      # a note on the reading: said, never counted as a pass
+            lines.append(f"note  {finding.summary}")
+            lines += [f"        {item}" for item in finding.evidence]
+            continue
         if finding.status is Status.OK and (finding.check in headlined or not verbose and not finding.answers):
             continue
         lines.append(f"{finding.status.label:<5} {finding.summary}")
@@ -24,7 +28,8 @@ def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined
             lines.append(f"        (asked by {finding.answers})")
         if finding.remedy and finding.status is not Status.OK:
             lines.append(f"      fix: {finding.remedy}")
-    passed = sum(1 for f in findings if f.status is Status.OK and not f.answers and f.check not in headlined)
+    passed = sum(1 for f in findings if f.status is Status.OK and f.checked and not f.answers
+                 and f.check not in headlined)
     if passed and not verbose:
         lines.append(f"OK    {passed} checks passed (-v lists them)")
     lines += ["", f"Verdict: {verdict_line(findings)}"]
@@ -37,7 +42,7 @@ def cell(text) -> str:
 
 
 def findings_markdown(findings: Sequence[Finding]) -> List[str]:
-    rows = [[f.status.label, cell(f.summary), cell("<br>".join(f.evidence)),
+    rows = [[f.status.label if f.checked else "note", cell(f.summary), cell("<br>".join(f.evidence)),
              cell(f.remedy if f.status is not Status.OK else "")] for f in sort_findings(findings)]
     return ["## Findings", "", tabulate(rows, headers=["status", "finding", "evidence", "fix"], tablefmt="github"), ""]
 

@@ -28,12 +28,14 @@ from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
 from clustercheck.onnode import ncclpath
 from clustercheck.failure.lines import STRUCTURE
+from clustercheck.vocabulary import ends
 from clustercheck.vocabulary.table import prefilter_source
 
 CHUNK = 8 * 2 ** 20
 MAX_LINE = 64 * 1024          # a longer line is read cut (said in the result)
 MAX_FILES = 4096              # a directory with more is not one job's logs
 KEPT_PER_NODE = 20000         # lines kept per node: the first half and the last half of those that matter
+TAIL_LINES = 12               # the last lines of each file, as they are: where a log without an end stopped
 SNIFF = 64 * 1024
 NUL = b"\0"
 RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
@@ -41,7 +43,7 @@ RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi
 # A line worth the classifier's reading: one a row of the vocabulary's table names, or one of the shapes the
 # classifier reads (errors in their own words, launchers' summaries). NCCL's own lines go to the path reader
 # (nccl_lines). Everything else (progress, losses, NCCL's INFO) is skipped in C speed, never decoded.
-CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE])).encode(),
+CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, ends.prefilter_source()])).encode(),
                             **({"options": _OPTIONS} if fast_re is not re else {}))
 # NCCL's own INFO lines (and those a poster stripped of their prefix) go to the path reader alone: an INFO line is
 # never a failure (a plugin NCCL did not find and the dlerror it quotes), NCCL says its errors with WARN. One
@@ -66,6 +68,9 @@ class LogView:
     recorded: Dict[str, str] = field(default_factory=dict)   # file -> its text: an output clustercheck reads
     nccl_ranks: Dict = field(default_factory=dict)            # NCCL's own lines, read by onnode/ncclpath.py
     nccl_job: Dict = field(default_factory=dict)
+    total_lines: int = 0                                      # every line of every file read as a log
+    ends: List[Tuple[str, str]] = field(default_factory=list)  # (node, line): the job's own word that it ended well
+    tails: Dict[str, List[str]] = field(default_factory=dict)  # file -> its last lines
 
     def add(self, node: str, line: str) -> None:
         kept = self.lines.setdefault(node, [])
@@ -233,6 +238,9 @@ def _add_candidates(view: LogView, found, node: str, file_rank: Optional[int]) -
         view.candidates += 1
         view.cut_lines += cut
         where, said = origin(line, node)
+        if ends.ended_well(said):        # the launcher's or trainer's word that the job ended well: not a cause
+            view.ends.append((where, said))
+            continue
         if file_rank is not None and not said.startswith("[rank"):
             said = f"[rank{file_rank}]: {said}"
         view.add(where, said)
@@ -263,11 +271,15 @@ def read_logs(paths: List[str]) -> LogView:
                 handle.seek(0)
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
+                last = b""
                 for data, cut_alone in chunks(handle):    # the path NCCL took (onnode/ncclpath.py)
                     lines, wanted = nccl_lines(data)
                     ncclpath.read_lines(lines, view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
                     found = [(data, True)] if cut_alone else candidate_lines(data)
                     _add_candidates(view, found, node, file_rank)
+                    view.total_lines += data.count(b"\n") + (not data.endswith(b"\n"))
+                    last = data if data.strip() else last
+                view.tails[path] = [_line_text(line) for line in last.rstrip(b"\n").split(b"\n")[-TAIL_LINES:]]
                 view.bytes_read += handle.tell()
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", path) from None

@@ -1,5 +1,7 @@
 """The verdict on a user's logs: the cause smoke's classifier finds in them, what the recorded outputs among
-them say, and UNKNOWN (never READY) where nothing in them is recognised."""
+them say, READY only where a log shows the job ended well (vocabulary/ends.py), and UNKNOWN otherwise: a log with
+no error and no end stopped early (a hang in progress, when its last lines are NCCL's or a collective's, or a log
+cut there), and the count of what was read and recognised says how much there was to go on."""
 
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ from dataclasses import dataclass, field
 from typing import Dict, List
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status, worst
+from clustercheck.core.result import Finding, Status, note, worst
 from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.explain.reader import LogView, read_logs
 from clustercheck.explain.recorded import judge_recorded
 from clustercheck.explain import nccl_view
 from clustercheck.failure.classify import UNCLASSIFIED, Cause, NodeLines, classify
 from clustercheck.failure.lines import is_error, is_warning, signature_of
+from clustercheck.vocabulary import ends
+from clustercheck.vocabulary.kinds import KINDS
 
 
 @dataclass
@@ -59,11 +63,45 @@ def cause_finding(cause: Cause) -> Finding:
                    cause.evidence, cause.remedy, [n for n in cause.nodes if n != "log"])
 
 
+# The last lines of a log that stopped inside NCCL's set-up or a collective: NCCL's own lines, torch.distributed's
+# waits, a collective's name
+_IN_COLLECTIVE = re.compile(r"NCCL INFO|NCCL WARN|Init COMPLETE|Connected all (?:rings|trees)|ProcessGroupNCCL|"
+                            r"\b(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_to_all)\b|"
+                            r"[Ww]aiting (?:for|in|on)\b|store[_ ]based[_ ]barrier|Channel \d+/\d+ :")
+
+
+def stopped_in_collective(view: LogView) -> List[str]:
+    """The files whose last lines are NCCL's or a collective's: a log that stops there, with no error and no end,
+    is a hang in progress (or a log cut there)."""
+    return [path for path, tail in view.tails.items()
+            if any(_IN_COLLECTIVE.search(line) for line in [t for t in tail if t.strip()][-5:])]
+
+
+def no_end_finding(view: LogView, in_collective: List[str]) -> Finding:
+    """UNKNOWN, never READY: nothing reads as a failure, and nothing says the job ended well."""
+    recognised = view.candidates + sum(r["lines"] for r in view.nccl_ranks.values())
+    counted = f"{view.total_lines:,} line(s) in {len(view.files)} file(s), {recognised:,} recognised"
+    if in_collective:
+        hang = KINDS["hang"]
+        return Finding("explain.hang", Status.UNKNOWN,
+                       f"the log stops inside NCCL's set-up or a collective, with no error and no word that the job "
+                       f"ended: a hang in progress, or a log cut there ({counted})",
+                       [f"{path}: last line: {view.tails[path][-1][:200]}" for path in in_collective[:4]], hang.remedy)
+    return Finding("explain.no-end", Status.UNKNOWN,
+                   f"nothing here reads as a failure, and nothing says the job ended well (the launcher's or the "
+                   f"trainer's last words): {counted}",
+                   [f"{path}: last line: {tail[-1][:200]}" for path, tail in list(view.tails.items())[:4] if tail],
+                   "is this the whole log of the job (its stderr, all ranks)? a log cut before the error or the end "
+                   "says neither; clustercheck explain reads torchrun, DeepSpeed, accelerate, Lightning and Slurm "
+                   "logs, nvidia-smi, dcgmi, dmesg and nccl-tests outputs")
+
+
 def explain(paths: List[str]) -> Explained:
     view = read_logs(paths)
     result = Explained(view)
     for path, text in view.recorded.items():
         result.findings += judge_recorded(path, text)
+    logs = view.total_lines > 0      # a file read as a log (not only recorded outputs): READY only on its end
     if view.lines and telling(view):
         cause = classify({node: NodeLines(lines) for node, lines in view.lines.items()})
         assert cause is not None, "every node of a log has ended: the judge always names a cause"
@@ -71,23 +109,27 @@ def explain(paths: List[str]) -> Explained:
                         "local_ranks": cause.local_ranks, "summary": cause.summary, "remedy": cause.remedy,
                         "evidence": cause.evidence}
         result.findings.insert(0, cause_finding(cause))
-    elif not view.recorded and not any(r["lines"] for r in view.nccl_ranks.values()):
-        result.findings.append(Finding("explain.nothing", Status.UNKNOWN,
-                                       f"nothing in {len(view.files)} file(s) ({view.bytes_read:,} bytes) reads as a "
-                                       f"failure or as an output clustercheck knows", [],
-                                       "is this the failing job's log (its stderr, all ranks)? a log cut before the "
-                                       "error says nothing; clustercheck explain reads torchrun, DeepSpeed, "
-                                       "accelerate and Slurm logs, nvidia-smi, dcgmi, dmesg and nccl-tests outputs"))
+    elif logs and view.ends:
+        node, line = view.ends[-1]
+        result.findings.append(Finding("explain.ended", Status.OK,
+                                       f"the job ended well: {ends.ended_well(line).who} says so and nothing reads "
+                                       f"as a failure", [f"{node}: {line[:200]}" for node, line in view.ends[-3:]]))
+    elif logs:
+        in_collective = stopped_in_collective(view)
+        finding = no_end_finding(view, in_collective)
+        if in_collective:
+            result.cause = {"kind": "hang", "nodes": [], "ranks": [], "local_ranks": [],
+                            "summary": finding.summary, "remedy": finding.remedy, "evidence": finding.evidence}
+        result.findings.append(finding)
     if view.nccl_ranks:
         result.nccl, nccl_findings = nccl_view.judge(view.nccl_ranks)
         result.findings += nccl_findings
     if view.cut_lines:
-        result.findings.append(Finding("explain.cut", Status.OK, f"{view.cut_lines} line(s) longer than "
-                                                                 f"{64 * 1024:,} characters were read cut"))
+        result.findings.append(note("explain.cut", f"{view.cut_lines} line(s) longer than {64 * 1024:,} characters "
+                                                   f"were read cut"))
     if view.skipped:
-        result.findings.append(Finding("explain.skipped", Status.OK, f"{len(view.skipped)} file(s) of the "
-                                                                     f"directories are not logs, left out",
-                                       view.skipped[:5]))
+        result.findings.append(note("explain.skipped", f"{len(view.skipped)} file(s) of the directories are not "
+                                                       f"logs, left out", view.skipped[:5]))
     return result
 
 

@@ -22,7 +22,7 @@ def finding_samples(stage: str, findings: Sequence[Finding]) -> List[Sample]:
     """One status per check and node (the worst where a check said several things); a check of the whole
     cluster has node ""."""
     worst_of: Dict[Tuple[str, str], Status] = {}
-    for finding in findings:
+    for finding in (f for f in findings if f.checked):     # a note is no check: no status of its own
         for node in finding.nodes or [""]:
             key = (finding.check, node)
             worst_of[key] = max(worst_of.get(key, Status.OK), finding.status)
