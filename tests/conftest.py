@@ -8,6 +8,7 @@ from typing import List
 import pytest
 
 from clustercheck.sandbox import Sandbox, down, faults, missing_requirements
+from tests import leftovers
 
 SANDBOX_NODES = 4
 # The sandbox's nodes share this host's programs: a READY verdict needs pdsh here, as DeepSpeed's
@@ -73,11 +74,38 @@ def sandbox():
         down(name)
 
 
+# How long the tool's processes may take to go once a run ended: the launch's stop (TERM, KILL a second later,
+# the sweep's 10 s bound), on a host loaded by the rest of the suite.
+STOP_DEADLINE_S = 15.0
+
+
+def fail_on_leftovers(since: int, node_prefix=None, where: str = "") -> None:
+    """Fail the test that left the tool's processes running (naming node and process), after killing them, so
+    that the next test starts clean and the leak is reported where it was made."""
+    left = leftovers.wait_gone(node_prefix, STOP_DEADLINE_S, since)
+    if left:
+        leftovers.kill(left)
+        pytest.fail(f"{where}{leftovers.describe(left)}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_on_the_host():
+    """Every test: what it started on this host (a local transport, a local torchrun) is gone when it ends."""
+    since = leftovers.now_ticks()
+    yield
+    fail_on_leftovers(since, node_prefix="\0", where="left on this host by the test: ")
+
+
 @pytest.fixture
 def box(sandbox):
-    """The shared sandbox, with every fault a test made undone afterwards."""
+    """The shared sandbox, with every fault a test made undone afterwards, and nothing of the tool's left
+    running on any node (the test that leaves something fails, naming it)."""
+    since = leftovers.now_ticks()
     yield sandbox
-    faults.clear_all(sandbox)
+    try:
+        fail_on_leftovers(since, node_prefix=f"{sandbox.name}-n", where="left on the sandbox's nodes: ")
+    finally:
+        faults.clear_all(sandbox)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,14 +120,30 @@ def clustercheck(*args, timeout=120, **kwargs):
 
 
 def leftover(pattern: str) -> int:
-    """How many processes on this host match pattern (the host sees every node's processes)."""
-    out = subprocess.run(["pgrep", "-fc", pattern], capture_output=True, text=True).stdout.strip()
-    return int(out or 0)
+    """How many processes of this test session (its sandboxes' nodes, and the host's with its mark) match
+    pattern (pgrep -f's way): another run's on the same host are not counted."""
+    return len(leftovers.clustercheck_processes(pattern=pattern))
 
 
-def gone(pattern: str, within_s: float = 3.0) -> bool:
+class Gone:
+    """Whether nothing matches; false, it says what is left, on which node (pytest prints it)."""
+
+    def __init__(self, pattern: str, left: List["leftovers.Left"]):
+        self.pattern, self.left = pattern, left
+
+    def __bool__(self) -> bool:
+        return not self.left
+
+    def __repr__(self) -> str:
+        return f"nothing matching {self.pattern!r} left" if not self.left else \
+            f"{self.pattern!r}: {leftovers.describe(self.left)}"
+
+
+def gone(pattern: str, within_s: float = 3.0) -> Gone:
     """No process matches pattern, allowing within_s for channels closing and guards exiting."""
     deadline = time.monotonic() + within_s
-    while leftover(pattern) and time.monotonic() < deadline:
+    left = leftovers.clustercheck_processes(pattern=pattern)
+    while left and time.monotonic() < deadline:
         time.sleep(0.05)
-    return leftover(pattern) == 0
+        left = leftovers.clustercheck_processes(pattern=pattern)
+    return Gone(pattern, left)

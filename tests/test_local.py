@@ -9,21 +9,27 @@ from tests.conftest import clustercheck, leftover
 
 def test_exit_codes_and_streams():
     node = LocalTransport()
-    result = node.run("echo out; echo err >&2; exit 7", 10)
-    assert result.outcome is Outcome.COMMAND_FAILED
-    assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
-    assert node.run("true", 10).ok
+    try:
+        result = node.run("echo out; echo err >&2; exit 7", 10)
+        assert result.outcome is Outcome.COMMAND_FAILED
+        assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
+        assert node.run("true", 10).ok
+    finally:
+        node.close()
 
 
 def test_deadline_kills_the_command_and_its_children():
     node = LocalTransport()
-    start = time.monotonic()
-    # A child that ignores TERM and a grandchild in the background: the whole group must go.
-    result = node.run("trap '' TERM; sleep 600.31 & sleep 600.32", 1)
-    assert result.outcome is Outcome.TIMED_OUT
-    assert time.monotonic() - start < 6
-    time.sleep(0.3)
-    assert leftover("sleep 600.3") == 0
+    try:
+        start = time.monotonic()
+        # A child that ignores TERM and a grandchild in the background: the whole group must go.
+        result = node.run("trap '' TERM; sleep 600.31 & sleep 600.32", 1)
+        assert result.outcome is Outcome.TIMED_OUT
+        assert time.monotonic() - start < 6
+        time.sleep(0.3)
+        assert leftover("sleep 600.3") == 0
+    finally:
+        node.close()
 
 
 def test_put_goes_to_a_private_temp_dir_removed_on_close():

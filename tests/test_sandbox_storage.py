@@ -22,7 +22,7 @@ SLOTS = "2"     # rank slots per node: every slot writes at once, as 8 ranks per
 @pytest.fixture(scope="module")
 def shared_box():
     """Three nodes and a storage server of their own (its own name and subnet), removed at the end."""
-    box = Sandbox.up(3, "tst")
+    box = Sandbox.up(3, f"st{os.getpid() % 10000}")   # unique per test session: two runs on one host never share it
     try:
         serve(box)
         yield box
