@@ -1,6 +1,9 @@
 """Score a clustercheck checkout on the held-out failure logs of issue 43 (CONTRACT.md says the rules).
 
-    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--verbose]
+    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--set issue43|issue48] [--verbose]
+
+--set issue43 (the default) scores tests/data/heldout/failures/<half>/ with labels-<half>.json beside it;
+--set issue48 scores tests/data/heldout/issue48/<half>/failures/ with its labels.json (issue48/CONTRACT.md).
 
 For each log of the half: `python3 -m clustercheck explain --json FILE` run from DIR (cwd and PYTHONPATH), then
 smoke's classifier from DIR replayed as tests/test_smoke_classify.py does it (the log as node1's stderr with
@@ -119,6 +122,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", required=True, help="a clustercheck checkout")
     ap.add_argument("--half", required=True, choices=("build", "check"))
+    ap.add_argument("--set", default="issue43", choices=("issue43", "issue48"), help="which held-out set")
     ap.add_argument("--verbose", action="store_true", help="also explain's summary and the label's reason")
     args = ap.parse_args()
     repo = os.path.abspath(args.repo)
@@ -126,12 +130,17 @@ def main():
     node_run, where_run = load(repo, ["clustercheck.ranks.runs"], "NodeRun", r"^class NodeRun\b")
     classify, where_cls = load(repo, ["clustercheck.stages.smoke.classify"], "classify", r"^def classify\(runs\b")
     node_stderr, healthy, where_replay = load_replay(repo)
-    labels = json.load(open(os.path.join(HERE, f"labels-{args.half}.json")))
+    if args.set == "issue48":
+        folder = os.path.join(os.path.dirname(HERE), "issue48", args.half, "failures")
+        labels = json.load(open(os.path.join(folder, "labels.json")))
+    else:
+        folder = os.path.join(HERE, args.half)
+        labels = json.load(open(os.path.join(HERE, f"labels-{args.half}.json")))
     print(f"repo {repo}  half {args.half}  ({len(labels)} logs)")
     print(f"smoke replay: {where_cls} with {where_run}, noise from {where_replay}")
     tot = {"explain": 0, "ready": 0, "blamed": 0, **{n: 0 for n in RPN}}
     for name in sorted(labels):
-        label, path = labels[name], os.path.join(HERE, args.half, name)
+        label, path = labels[name], os.path.join(folder, name)
         rc, verdict, kind, nodes, ranks, summary = explain(repo, path)
         ok, why, others = judge_explain(label, path, rc, verdict, kind, nodes, ranks)
         tot["explain"] += ok

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score `clustercheck explain --json` against the held-out NCCL log labels (issue 44).
 
-    python3 benchmarks/heldout_nccl.py --repo DIR --half check|build [--verbose]
+    python3 benchmarks/heldout_nccl.py --repo DIR --half check|build [--set issue44|issue48] [--verbose]
 
 Runs `python3 -m clustercheck explain --json FILE` with cwd=DIR and PYTHONPATH=DIR for every labelled file of the
 half, reads the top-level "nccl_paths" object and the exit code (contract: tests/data/heldout/nccl/CONTRACT.md), and
@@ -102,16 +102,19 @@ def network_right(label, got):
     return label == got
 
 
-def score(repo, half, verbose):
-    labels = json.load(open(os.path.join(HERE, half, f"labels-{half}.json")))
+def score(repo, half, verbose, which="issue44"):
+    folder = os.path.join(os.path.dirname(HERE), "issue48", half, "nccl") if which == "issue48" else \
+        os.path.join(HERE, half)
+    labels = json.load(open(os.path.join(folder, "labels.json" if which == "issue48" else f"labels-{half}.json")))
     t = Counter()
     lines = []
     for name in sorted(labels):
         lab = labels[name]
-        path = os.path.join(HERE, half, name)
+        path = os.path.join(folder, name)
         result, code, err = run_explain(repo, path)
         if result is None or code in (3, 64, 124):
             t["crash"] += 1
+        t["ready"] += code == 0
         net, gd, fb, fail, detail = judged(result, code)
         marks = []
         ok = True
@@ -170,15 +173,18 @@ def score(repo, half, verbose):
           f"real failures given FAIL: {t['fail_ok']}/{t['fail_n']}")
     print(f"all-right {t['all_ok']}/{t['n']} ({100.0 * t['all_ok'] / max(t['n'], 1):.0f}%)")
     print(f"could not check (exit 3), bad input (64), timeout or no JSON: {t['crash']}; nodes named '?' or empty: {t['unnamed_nodes']}")
+    print(f"READY (exit 0, a verdict of READY on a log that does not show the job ended): {t['ready']}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repo", required=True, help="a clustercheck checkout")
     ap.add_argument("--half", required=True, choices=("check", "build"))
+    ap.add_argument("--set", default="issue44", choices=("issue44", "issue48"),
+                    help="issue44: tests/data/heldout/nccl/<half>/; issue48: tests/data/heldout/issue48/<half>/nccl/")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
-    score(os.path.abspath(a.repo), a.half, a.verbose)
+    score(os.path.abspath(a.repo), a.half, a.verbose, a.set)
 
 
 if __name__ == "__main__":
