@@ -26,7 +26,8 @@ except ImportError:    # pragma: no cover - the package depends on it; a slower 
 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
-from clustercheck.onnode import ncclpath
+from clustercheck.flight.read import form_of as flight_form
+from clustercheck.onnode import ncclpath, ncclprefix
 from clustercheck.failure.lines import STRUCTURE
 from clustercheck.vocabulary import ends
 from clustercheck.vocabulary.table import prefilter_source
@@ -39,6 +40,7 @@ TAIL_LINES = 12               # the last lines of each file, as they are: where 
 SNIFF = 64 * 1024
 NUL = b"\0"
 RECORDED_MAX = 64 * 2 ** 20    # an nvidia-smi XML of 8 GPUs is ~100 KB; a dcgmi run a few KB
+LINES_TOO = ("kernel log (Xid)",)   # recorded outputs whose lines the classifier reads as well
 
 # A line worth the classifier's reading: one a row of the vocabulary's table names, or one of the shapes the
 # classifier reads (errors in their own words, launchers' summaries). NCCL's own lines go to the path reader
@@ -50,8 +52,7 @@ CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, e
 # exception: a connect NCCL retries (socket.cc's "connect ... returned Connection refused, retrying") is the only
 # word of an unreachable peer in a log cut before NCCL gives up, so the classifier weighs it with the rest
 _RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
-_NCCL_BARE = re.compile(rb"(?m)^(?:NET/\w+ ?:|Bootstrap ?:|Using network |comm 0x|P2P plugin |Channel \d+/\d+ : )|"
-                        rb"\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
+_NCCL_BARE = re.compile(b"(?m)" + ncclprefix.BARE_SOURCE.encode() + rb"|\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
 _NCCL_BARE_SCAN = fast_re.compile(_NCCL_BARE.pattern)      # over a whole chunk: RE2 is 6x faster there
 
 
@@ -71,6 +72,7 @@ class LogView:
     total_lines: int = 0                                      # every line of every file read as a log
     ends: List[Tuple[str, str]] = field(default_factory=list)  # (node, line): the job's own word that it ended well
     tails: Dict[str, List[str]] = field(default_factory=dict)  # file -> its last lines
+    flight: List[str] = field(default_factory=list)     # PyTorch Flight Recorder dumps: explain/flight_view.py
 
     def add(self, node: str, line: str) -> None:
         kept = self.lines.setdefault(node, [])
@@ -254,6 +256,9 @@ def read_logs(paths: List[str]) -> LogView:
         try:
             with open(path, "rb") as handle:
                 head = handle.read(SNIFF)
+                if flight_form(head):          # a Flight Recorder dump (pickle or JSON): judged apart, never a log
+                    view.flight.append(path)
+                    continue
                 problem = check_text(path, head, several)
                 if problem:
                     if path in paths:       # named by the user: bad input; one of a directory's: skipped, said
@@ -261,12 +266,16 @@ def read_logs(paths: List[str]) -> LogView:
                     view.skipped.append(f"{path}: {problem}")
                     continue
                 view.files.append(path)
-                if recorded_kind(head.decode("utf-8", "replace")):
-                    view.recorded[path] = (head + handle.read(RECORDED_MAX)).decode("utf-8", "replace")
+                kind = recorded_kind(head.decode("utf-8", "replace"))
+                if kind:
+                    data = head + handle.read(RECORDED_MAX)
+                    view.recorded[path] = data.decode("utf-8", "replace")
                     view.bytes_read += handle.tell()
                     for line in view.recorded[path].splitlines():    # nccl-tests with NCCL_DEBUG=INFO
                         if "NCCL" in line:
                             ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
+                    if kind in LINES_TOO:     # a kernel log is a node's log too: its lines name causes (OOM killer...)
+                        _add_candidates(view, candidate_lines(data), node_of_file(path, several), None)
                     continue
                 handle.seek(0)
                 node = node_of_file(path, several)
@@ -283,6 +292,6 @@ def read_logs(paths: List[str]) -> LogView:
                 view.bytes_read += handle.tell()
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror})", path) from None
-    if not view.files:
+    if not view.files and not view.flight:
         raise InputError("none of the files can be read as a log: " + "; ".join(view.skipped[:3]), paths[0])
     return view

@@ -16,6 +16,7 @@ from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.explain.reader import LogView, read_logs
 from clustercheck.explain.recorded import judge_recorded
 from clustercheck.explain import nccl_view
+from clustercheck.explain import flight_view
 from clustercheck.failure.classify import UNCLASSIFIED, Cause, NodeLines, classify
 from clustercheck.failure.lines import is_error, is_warning, signature_of
 from clustercheck.vocabulary import ends
@@ -28,6 +29,7 @@ class Explained:
     findings: List[Finding] = field(default_factory=list)
     cause: Dict = field(default_factory=dict)
     nccl: Dict = field(default_factory=dict)       # host -> the path NCCL's lines say it took
+    flight: Dict = field(default_factory=dict)     # the Flight Recorder dumps' judgement (flight_view.py)
 
     @property
     def exit_code(self) -> int:
@@ -63,18 +65,22 @@ def cause_finding(cause: Cause) -> Finding:
                    cause.evidence, cause.remedy, [n for n in cause.nodes if n != "log"])
 
 
-# The last lines of a log that stopped inside NCCL's set-up or a collective: NCCL's own lines, torch.distributed's
-# waits, a collective's name
+# The last lines of a log that stopped inside the job's distributed set-up or a collective: NCCL's own lines,
+# torch.distributed's waits and barriers, a collective's name, DeepSpeed's engine set-up (its [INFO] lines from
+# config.py / engine.py / logging.py, printed just before the first step's collectives)
 _IN_COLLECTIVE = re.compile(r"NCCL INFO|NCCL WARN|Init COMPLETE|Connected all (?:rings|trees)|ProcessGroupNCCL|"
                             r"\b(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_to_all)\b|"
-                            r"[Ww]aiting (?:for|in|on)\b|store[_ ]based[_ ]barrier|Channel \d+/\d+ :")
+                            r"[Ww]aiting (?:for|in|on)\b|store[_ ]based[_ ]barrier|Channel \d+/\d+ :|"
+                            r"\[INFO\] \[(?:config|engine|logging|utils|stage_1_and_2|stage3|comm|"
+                            r"partition_parameters)\.py:\d+:|DeepSpeedEngine configuration|"
+                            r"Initializing process group|init_process_group|Added key: store_based_barrier_key")
 
 
 def stopped_in_collective(view: LogView) -> List[str]:
     """The files whose last lines are NCCL's or a collective's: a log that stops there, with no error and no end,
     is a hang in progress (or a log cut there)."""
     return [path for path, tail in view.tails.items()
-            if any(_IN_COLLECTIVE.search(line) for line in [t for t in tail if t.strip()][-5:])]
+            if any(_IN_COLLECTIVE.search(line) for line in tail)]
 
 
 def no_end_finding(view: LogView, in_collective: List[str]) -> Finding:
@@ -84,8 +90,8 @@ def no_end_finding(view: LogView, in_collective: List[str]) -> Finding:
     if in_collective:
         hang = KINDS["hang"]
         return Finding("explain.hang", Status.UNKNOWN,
-                       f"the log stops inside NCCL's set-up or a collective, with no error and no word that the job "
-                       f"ended: a hang in progress, or a log cut there ({counted})",
+                       f"the log stops inside the job's distributed set-up or a collective, with no error and no word "
+                       f"that the job ended: a hang in progress, or a log cut there ({counted})",
                        [f"{path}: last line: {view.tails[path][-1][:200]}" for path in in_collective[:4]], hang.remedy)
     return Finding("explain.no-end", Status.UNKNOWN,
                    f"nothing here reads as a failure, and nothing says the job ended well (the launcher's or the "
@@ -124,6 +130,8 @@ def explain(paths: List[str]) -> Explained:
     if view.nccl_ranks:
         result.nccl, nccl_findings = nccl_view.judge(view.nccl_ranks)
         result.findings += nccl_findings
+    result.flight, flight_findings = flight_view.judge(view.flight)     # Flight Recorder dumps
+    result.findings += flight_findings
     if view.cut_lines:
         result.findings.append(note("explain.cut", f"{view.cut_lines} line(s) longer than {64 * 1024:,} characters "
                                                    f"were read cut"))
@@ -138,8 +146,10 @@ def render(result: Explained, as_json: bool, verbose: bool) -> str:
     if as_json:
         return json.dumps({**json_header("explain", result.findings), "cause": result.cause or None,
                            "files": view.files, "bytes": view.bytes_read, "nodes": sorted(view.lines),
-                           "recorded": sorted(view.recorded), "skipped": view.skipped, "nccl_paths": result.nccl},
+                           "recorded": sorted(view.recorded), "skipped": view.skipped, "nccl_paths": result.nccl,
+                           "flight_recorder": result.flight or None},
                           indent=1)
     return "\n".join([f"clustercheck explain: {len(view.files)} file(s), {view.bytes_read:,} bytes, "
                       f"{len(view.lines)} source(s) of lines", "", *nccl_view.screen_lines(result.nccl),
+                      *flight_view.screen_lines(result.flight),
                       *findings_lines(result.findings, verbose)])

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from clustercheck.vocabulary.lookup import refine_by_lines
 from clustercheck.failure.lines import (
     ECHO,
     FAILED,
@@ -258,6 +259,7 @@ def classify(runs: Dict[str, NodeLines]) -> Optional[Cause]:
 def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines]) -> Cause:
     signature = min((u[0].signature for u in units), key=rank)
     hits = [h for u in units if u[0].signature.kind == signature.kind for h in u]
+    signature = refine_by_lines(signature, [line for n in dict.fromkeys(h.node for h in hits) for line in runs[n].lines])
     nodes = list(dict.fromkeys(h.node for h in hits))
     evidence = [f"{node}: {next(h.line for h in hits if h.node == node)[:300]}" for node in nodes]
     ranks = sorted({h.rank for h in hits if h.rank is not None})

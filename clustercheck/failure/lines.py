@@ -13,6 +13,7 @@ import re
 from typing import Optional, Tuple
 
 from clustercheck.vocabulary import Meaning, cause_despite_warning, read_line
+from clustercheck.vocabulary.lookup import NODE_CONTEXT_LINES
 from clustercheck.vocabulary.kinds import ECHO, FAILED, KIND_ORDER, LINK, OWN, ROOT
 
 __all__ = ["ECHO", "FAILED", "KIND_ORDER", "LINK", "OWN", "ROOT", "Meaning", "is_error", "is_warning", "is_wrapper",
@@ -33,21 +34,32 @@ _ERROR_AT_WARN_LEVEL = re.compile(r"NCCL WARN|\.(cc|cu|c|h):\d+ WARN |\[c10d\].*
 _DEBUG_ADVICE = re.compile(r"\(?run with NCCL_DEBUG=\w+[^)]*\)?|NCCL_DEBUG=WARN|TORCH_CPP_LOG_LEVEL=\w+")
 _PREFIX = re.compile(r"^\s*(?:\[(?:default|rank)?\d+\]:?\s*)+")
 # A raised exception's last line ("torch.OutOfMemoryError: ...", "KeyError: 'labels'") or a logger's error.
+# Also the error shapes of the layers around the trainer, whatever their words: a program's own "prog: error:"
+# (srun, sbatch, mpirun, pdsh, ssh), a logger's ERROR after its timestamp ("[2024-01-01 10:00:00,123] [ERROR]",
+# "2024-01-01 10:00:00 - ERROR - "), glog's / c10's "E1201 12:00:00.123" and "[E1201 ...]", the C++ runtime's
+# "terminate called after throwing", CPython's "Fatal Python error".
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Failure)\b(?::|$)|"
-                        r"^(?:\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:])|^(?:Error|error|FATAL|fatal):\s")
+                        r"^(?:\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:])|^(?:Error|error|FATAL|fatal):\s|"
+                        r"^[\w.@/-]{1,40}: (?:[\w.-]+: )?(?:error|Error|ERROR|fatal|Fatal|FATAL|fatal error)\b:?|"
+                        r"^\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*(?:[-|]\s*)?(?:\[?[\w.]+\]?\s*[-|]?\s*)?"
+                        r"\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:-]|"
+                        r"^\[?[EF]\d{4} \d\d:\d\d:\d\d|^terminate called after throwing|^Fatal Python error:")
 # A launcher reporting a rank's failure: the rank's own lines say why; these say which and how it ended.
 WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|ProcessRaisedException|ProcessExitedException|"
                      r"SignalException|KeyboardInterrupt|SystemExit|exits with return code|failed \(exitcode:|"
                      r"sigkill_handler|closing signal SIGTERM|error_handler|Signal 15 \(SIGTERM\)|Killing subprocess|"
                      r"process \d+ terminated with exit code|terminated with the following error|"
                      r"returned non-zero exit status|"
+                     # srun's word that a task ended (src/srun/step_launch.c "%s: task%s %s: Exited with exit code
+                     # %d", "... Terminated"): which task, never why
+                     r": tasks? [\d,\-\[\] ]+: (?:Exited with exit code|Terminated\b)|Job step aborted|"
                      r"^\s*(?:Traceback|Root Cause|Failures:)|"
                      r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")
 
 
 # The shapes of lines the classifier reads besides those a row names: errors in their own words, launchers'
 # wrappers and summaries (is_error, WRAPPER, torchrun_failures). With the table's rows, every line it can use.
-STRUCTURE = (r"Error|error|ERROR|Exception|Exit\b|FAIL|[Ff]ailed|[Ff]ailure|FATAL|[Ff]atal|CRITICAL|Traceback|"
+STRUCTURE = (NODE_CONTEXT_LINES + "|" + r"Error|error|ERROR|Exception|Exit\b|FAIL|[Ff]ailed|[Ff]ailure|FATAL|[Ff]atal|CRITICAL|Traceback|"
              r"exitcode|exit code|exit status|return code|terminated with|returned non-zero|[Ss]ignal|sigkill|"
              r"Killing|KeyboardInterrupt|Root Cause|Failures:|^\s*\[\d+\]:\s*$|"
              r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s+:")

@@ -69,6 +69,26 @@ _CONTEXT = [
 ]
 CONTEXT: List[Tuple[str, "re.Pattern[str]", str, str]] = [(kind, re.compile(pattern, re.I), refined, detail)
                                                           for kind, pattern, refined, detail in _CONTEXT]
+# The same, where the context is in the node's other lines, not the line itself: a SIGBUS whose native backtrace
+# runs through NCCL (ncclGroupEnd, libnccl.so) or a DataLoader worker is /dev/shm exhausted, as NCCL's shm
+# transport and the DataLoader's workers map it (NVIDIA/nccl src/misc/shmutils.cc; torch's DataLoader's "bus error
+# ... insufficient shared memory"); a container's default /dev/shm is 64 MB
+_NODE_CONTEXT = [
+    ("SIGBUS", r"libnccl|\bnccl[A-Z]\w*\(|DataLoader|/dev/shm|\bshm\b", "shm",
+     "a bus error (SIGBUS) in NCCL's or a DataLoader worker's shared memory: /dev/shm ran out (a container's "
+     "default is 64 MB)"),
+]
+NODE_CONTEXT = [(code, re.compile(pattern), refined, detail) for code, pattern, refined, detail in _NODE_CONTEXT]
+# what the node context reads: native backtrace frames that name NCCL (explain keeps these lines for it)
+NODE_CONTEXT_LINES = r"\bnccl[A-Z]\w*\(|libnccl\.so"
+
+
+def refine_by_lines(meaning: Meaning, lines: List[str]) -> Meaning:
+    """A cause refined by what the node's other lines show (NODE_CONTEXT)."""
+    for code, context, refined, detail in NODE_CONTEXT:
+        if code in (meaning.kind, meaning.code) and any(context.search(line) for line in lines):
+            return meaning._replace(kind=refined, detail=detail)
+    return meaning
 
 
 def _refine(meaning: Meaning, line: str) -> Meaning:
