@@ -28,7 +28,7 @@ class Terminal(io.StringIO):
 
 
 def beat(stream=None, clock=None):
-    return progress.Heartbeat(stream if stream is not None else io.StringIO(), clock or Clock(), ticking=False)
+    return progress.Printer(stream if stream is not None else io.StringIO(), clock or Clock(), ticking=False)
 
 
 def test_a_stage_done_within_the_first_seconds_prints_nothing():
@@ -132,15 +132,15 @@ class Counting(Stage):
 
 
 def test_the_runner_and_the_fan_out_tell_the_heartbeat_which_step_and_how_many_answered(monkeypatch, capsys):
-    clock, stream, real = Clock(), io.StringIO(), progress.Heartbeat
-    monkeypatch.setattr(progress, "Heartbeat", lambda: real(stream, clock, ticking=False))
+    clock, stream, real = Clock(), io.StringIO(), progress.Printer
+    monkeypatch.setattr(progress, "Printer", lambda: real(stream, clock, ticking=False))
     run = run_stages([Counting(clock)], [Node("localhost")], FanoutOptions(fanout=1))
     assert run.exit_code == 0
     lines = stream.getvalue().splitlines()
     assert lines[0] == "[counting] 4 s: counting sheep, 0 of 1 node answered"
     assert lines[-1] == "[counting] done: OK in 4.0 s"
     assert capsys.readouterr().out == ""                  # --json's stdout stays a document
-    assert isinstance(progress.current(), progress.Quiet)  # and the heartbeat is gone with the run
+    assert isinstance(progress.current(), progress.Progress)  # and the heartbeat is gone with the run
 
 
 def test_a_stderr_nobody_reads_blocks_only_the_writer_never_a_node_answering():

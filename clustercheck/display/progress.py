@@ -1,44 +1,49 @@
-"""What a running stage is doing, on stderr while it runs: which step, how many nodes answered, how long.
+"""How a running stage's progress is shown, on stderr while it runs: which step, how many nodes answered, how
+long (the state is core/progress.py's).
 
-One heartbeat per run, made by the runner and handed to the fan-out (every step on the nodes says its
-name and counts the nodes that answered) and to the torchrun follower (the ranks' last word). A stage
-still running after FIRST_S says what it does, then at least every EVERY_S: a line per step on a pipe
-or in a Slurm output file, one rewritten line on a terminal; it ends with the stage's total time. A
-stage done within FIRST_S prints nothing. Never stdout: --json stays a document.
+One Printer per run, made by the runner; the fan-out and the torchrun follower tell it through
+core.progress.current(). A stage still running after FIRST_S says what it does, then at least every EVERY_S: a
+line per step on a pipe or in a Slurm output file, one rewritten line on a terminal; it ends with the stage's
+total time. A stage done within FIRST_S prints nothing. Never stdout: --json stays a document. Its thread is
+stopped and joined when the stage ends (stop()), within TICK_S.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
 from typing import Callable, Optional, TextIO
 
+from clustercheck.core.progress import Progress, current, use
+
+__all__ = ["EVERY_S", "FIRST_S", "Printer", "Progress", "current", "running", "use"]
+
 FIRST_S = 2.0     # a stage still running this long says what it does (the promise: within 5 s of its start)
 EVERY_S = 8.0     # then a line at least this often on a pipe (the promise: every 10 s)
-TICK_S = 0.5      # how often the heartbeat looks; a terminal's live line is redrawn every second
+TICK_S = 0.5      # how often the printer looks; a terminal's live line is redrawn every second
+JOIN_S = 2.0      # how long stop() waits for the printer's thread (a stderr nobody reads may block a write)
 
 
-class Heartbeat:
-    """One run's progress. Steps come from the fan-out and the torchrun follower, lines from a stage's own
-    printer (bench's sizes, smoke's steps) through say(); the heartbeat thread fills the silences."""
+class Printer(Progress):
+    """One run's progress, shown. Steps come from the fan-out and the torchrun follower, lines from a stage's own
+    printer (bench's sizes, smoke's steps) through say(); the printer's thread fills the silences."""
 
     def __init__(self, stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
                  first_s: float = FIRST_S, every_s: float = EVERY_S, ticking: bool = True):
+        super().__init__()
         self.stream = stream if stream is not None else sys.stderr
         self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.clock, self.first_s, self.every_s = clock, first_s, every_s
         self.ticking = ticking      # False: no thread, tick() is called by hand (the tests)
-        self.lock = threading.RLock()       # the state
         self.writing = threading.Lock()     # one writer at a time, lines in the order they were made
-        self.stage = ""
-        self.what, self.total, self.answered_n, self.heard, self.counted = "starting", 0, 0, "", "answered"
         self.started = self.last_line = self.last_draw = 0.0
         self.shown = False          # this stage has said something (so it says its total time at the end)
         self.said_step = ""         # the step last written as a line (pipe)
         self.live = False           # a live line is on the terminal, not yet ended
         self.stop_event: Optional[threading.Event] = None
-        self.previous: Optional["Heartbeat"] = None    # the heartbeat this one replaced while it runs (with)
+        self.thread: Optional[threading.Thread] = None
 
     # ---- what the runner calls ------------------------------------------------------------
     def begin(self, stage: str) -> None:
@@ -49,14 +54,20 @@ class Heartbeat:
             self.shown, self.said_step = False, ""
             self.stop_event = threading.Event()
         if self.ticking:
-            threading.Thread(target=self._beat, args=(self.stop_event,), daemon=True).start()
+            self.thread = threading.Thread(target=self._beat, args=(self.stop_event,), daemon=True,
+                                           name="clustercheck-progress")
+            self.thread.start()
 
     def stop(self) -> None:
-        """No more heartbeats for this stage (its lines still end with end())."""
+        """No more lines of its own for this stage (its lines still end with end()): the thread is stopped and
+        joined (within JOIN_S: a write to a stderr nobody reads may block it, and it is a daemon)."""
         with self.lock:
             if self.stop_event is not None:
                 self.stop_event.set()
                 self.stop_event = None
+            thread, self.thread = self.thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(JOIN_S)
 
     def end(self, summary: str) -> None:
         """The stage is over: its total time, if it said anything while it ran."""
@@ -67,32 +78,6 @@ class Heartbeat:
                     else ""
                 self.stage = ""
             self._write(out)
-
-    def __enter__(self) -> "Heartbeat":
-        self.previous = use(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        use(self.previous)
-
-    # ---- what the fan-out, the torchrun follower and a stage's printer call ---------------------
-    # step, answered and hear only change the state (under `lock`): a stderr nobody reads blocks the one
-    # thread writing (under `writing`), never a fan-out worker.
-    def step(self, what: str, total: int = 0, counted: str = "answered") -> None:
-        """A new step on `total` nodes (0: not counted); `counted`: what a node that is done did."""
-        with self.lock:
-            self.what, self.total, self.answered_n, self.heard, self.counted = what, total, 0, "", counted
-
-    def answered(self) -> None:
-        """One node of the step answered."""
-        with self.lock:
-            self.answered_n += 1
-
-    def hear(self, text: str) -> None:
-        """The last word from the nodes in this step (a rank's event): part of the next line, not one itself."""
-        with self.lock:
-            self.heard = text
 
     def say(self, text: str, live: bool = False) -> None:
         """A stage's own line (a size measured, a step trained). live: on a terminal it becomes the live line
@@ -123,7 +108,7 @@ class Heartbeat:
             self.tick(stop)
 
     def tick(self, stop: Optional[threading.Event] = None) -> None:
-        """What the heartbeat thread does every TICK_S: the first word after FIRST_S, then a line when the step
+        """What the printer's thread does every TICK_S: the first word after FIRST_S, then a line when the step
         changed or the stage was quiet EVERY_S (pipe), or the live line redrawn every second (terminal)."""
         with self.writing:
             with self.lock:
@@ -161,51 +146,9 @@ class Heartbeat:
 
 
 def _width() -> int:
-    import shutil
     return max(40, shutil.get_terminal_size((100, 20)).columns - 1)
 
 
-class Quiet(Heartbeat):
-    """Outside the runner (run, plan, node-check, a library caller): no heartbeat, a stage's own lines plain."""
-
-    def __init__(self):
-        super().__init__(stream=_Nowhere())
-
-    def begin(self, stage: str) -> None:
-        pass
-
-    def say(self, text: str, live: bool = False) -> None:
-        """A stage's own line outside the runner is still printed, as a plain line."""
-        try:
-            sys.stderr.write(text + "\n")
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-
-
-class _Nowhere:
-    def write(self, text: str) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-
-_current: Heartbeat = Quiet()
-
-
-def current() -> Heartbeat:
-    """The running stage's heartbeat (a quiet one outside the runner)."""
-    return _current
-
-
-def running() -> Heartbeat:
-    """A new heartbeat, the current one while the `with` block runs (the runner's)."""
-    return Heartbeat()
-
-
-def use(heartbeat: Heartbeat) -> Heartbeat:
-    """Make heartbeat the current one; returns the one it replaces."""
-    global _current
-    previous, _current = _current, heartbeat
-    return previous
+def running() -> Printer:
+    """A new printer, the current progress while the `with` block runs (the runner's)."""
+    return Printer()

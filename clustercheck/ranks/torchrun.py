@@ -21,7 +21,7 @@ import uuid
 from typing import Callable, Dict, Optional, Sequence
 
 from clustercheck.core.inventory import Node
-from clustercheck.display.progress import current as heartbeat
+from clustercheck.core.progress import current as current_progress
 from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
@@ -153,7 +153,7 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
             if isinstance(event, dict):
                 run.events.append(event)
                 clock.moved(event.get("event"))
-                heartbeat().hear(f"{event.get('event')} from {run.node}")
+                current_progress().hear(f"{event.get('event')} from {run.node}")
                 if progress:
                     progress(run.node, event)
             continue
@@ -161,7 +161,7 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
         if code is not None and not halt.is_set():   # once halted, an end is the tool's doing
             run.exit_code, run.ended_s = code, time.monotonic() - started
             run.lost = code == -1 and handle.lost
-            heartbeat().answered()
+            current_progress().answered()
             return
 
 
@@ -224,9 +224,9 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
         launch = dataclasses.replace(launch, env={**capture.env, **launch.env})
     started = time.monotonic()
     what = "ranks" if launch.name == "torchrun" else f"{launch.name} ranks"
-    heartbeat().step(f"starting the {what} on every node", len(nodes))
+    current_progress().step(f"starting the {what} on every node", len(nodes))
     handles = start_all(cluster, nodes, probed, launch, run_id, runs)
-    heartbeat().step(f"the {what} run under torchrun", len(nodes), counted="ended")
+    current_progress().step(f"the {what} run under torchrun", len(nodes), counted="ended")
     clock = StallClock(launch)
     halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
     threads = [threading.Thread(target=follow, daemon=True, args=(

@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.errors import EXIT_INTERRUPTED
 from clustercheck.core.inventory import Node
-from clustercheck.core.result import Finding, Status, worst
-from clustercheck.display import progress as heartbeat
+from clustercheck.core.result import Finding, Status, nothing_checked, worst
+from clustercheck.display import progress as progress_display
 from clustercheck.node.layer import NodeLayer
 from clustercheck.runner import interrupt
 from clustercheck.runner.options import given_flags, to_args
@@ -55,15 +55,21 @@ class RunResult:
     @property
     def findings(self) -> List[Finding]:
         """Every stage's findings; a run that checked nothing says so as UNKNOWN, never as a pass."""
-        found = [f for stage in self.stages for f in stage.findings] + self.after
+        found = [f for stage in self.stages for f in stage.findings]
         if not any(stage.ran for stage in self.stages):
             skipped = "; ".join(f"{s.name}: {s.skipped}" for s in self.stages) or "no stage was given"
-            return found + [Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: every stage was skipped",
-                                    [skipped], "run at least one stage (see --only / --skip)")]
-        if not found:
-            return [Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: the stages reported no result", [],
-                            "run the stage alone with -v and report this as a bug of clustercheck")]
-        return found
+            found.append(Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: every stage was skipped",
+                                 [skipped], "run at least one stage (see --only / --skip)"))
+        elif nothing_checked(found):   # only notes, or nothing at all: what happened after (a push) checks nothing
+            found.append(Finding("run.nothing", Status.UNKNOWN, f"{NOTHING_CHECKED}: the stages reported no result "
+                                                                f"that checked anything", [],
+                                 "run the stage alone with -v and report this as a bug of clustercheck"))
+        return found + self.after
+
+    @property
+    def checked_anything(self) -> bool:
+        """Some stage's finding checked something: else no node can be called healthy."""
+        return not nothing_checked([f for stage in self.stages for f in stage.findings])
 
     @property
     def exit_code(self) -> int:
@@ -155,7 +161,7 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
     say = progress or (lambda stage, text: None)
     results = [StageResult(stage.name, command=stage.command(cluster_args)) for stage in stages]
     run = RunResult(list(nodes), results)
-    with Cluster(nodes, fanout) as cluster, heartbeat.running() as beat:   # the fan-out and torchrun tell it
+    with Cluster(nodes, fanout) as cluster, progress_display.running() as beat:   # the fan-out and torchrun tell it
         layer = NodeLayer(cluster, nodes)
         done: List[tuple] = []
         for stage, result in zip(stages, results):
@@ -178,7 +184,7 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
                 stopped(run, stage, result, layer, start, selected)
                 break
             finally:
-                beat.stop()     # gathering is over, however it ended: no more heartbeats
+                beat.stop()     # gathering is over, however it ended: no more progress lines of its own
             result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
             mark_answers(stage, result.findings)
             result.wall_s = time.monotonic() - start

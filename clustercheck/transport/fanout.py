@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
+from clustercheck.core.errors import EXIT_UNKNOWN
 from clustercheck.core.inventory import Node
-from clustercheck.display import progress
+from clustercheck.core import progress
 from clustercheck.transport.base import NodeResult, Outcome, Transport, TransportError
 from clustercheck.transport.local import LocalTransport
 from clustercheck.transport.srun import SrunTransport
@@ -169,7 +170,8 @@ def _close_quietly(transport: Transport) -> None:
 
 
 def worst_exit_code(results: Sequence[NodeResult]) -> int:
-    return max((r.outcome.exit_code for r in results), default=0)
+    """`run`'s code, pdsh's order (a node not reached, 3, outranks a command that failed, 2); no result is no pass."""
+    return max((r.outcome.exit_code for r in results), default=EXIT_UNKNOWN)
 
 
 def count_by_outcome(results: Sequence[NodeResult]) -> Dict[Outcome, int]:

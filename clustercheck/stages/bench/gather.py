@@ -15,7 +15,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import Node
-from clustercheck.display.progress import current as heartbeat
+from clustercheck.core.progress import current as current_progress
 from clustercheck.node.facts import Probed
 from clustercheck.node.readiness import choose_backend, ranks_per_node, readiness_problems
 from clustercheck.onnode import BENCH_WORKER, bench_files
@@ -131,10 +131,10 @@ def progress_text(event: Dict) -> Optional[str]:
 
 
 def print_progress() -> Callable[[str, Dict], None]:
-    """Progress through the run's heartbeat (stderr): on a terminal the sizes and rounds rewrite its live line,
+    """Progress through the run's progress (stderr): on a terminal the sizes and rounds rewrite its live line,
     else a line per size and per round."""
     def show(node: str, event: Dict) -> None:
         text = progress_text(event)
         if text is not None:
-            heartbeat().say(f"[bench] {text}", live=event.get("event") in ("start", "row", "round"))
+            current_progress().say(f"[bench] {text}", live=event.get("event") in ("start", "row", "round"))
     return show

@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
-from clustercheck.display.progress import current as heartbeat
+from clustercheck.core.progress import current as current_progress
 from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
 from clustercheck.ranks.runs import launched_by, stalled_text
 from clustercheck.stages.smoke.facts import SmokeFacts
@@ -43,7 +43,7 @@ def progress_printer() -> Callable[[str, Dict], None]:
             text = stalled_text(event)
         else:
             return
-        heartbeat().say(f"[smoke] {text}")
+        current_progress().say(f"[smoke] {text}")
     return show
 
 
