@@ -63,6 +63,11 @@ def judge_recorded(path: str, text: str) -> List[Finding]:
         def busbw(row):
             return max((row[p]["busbw"] for p in PLACEMENTS if isinstance(row.get(p), dict)), default=0.0)
         best = max(rows, key=busbw)
+        if not re.search(r"# Avg bus bandwidth\s*:", text):    # nccl-tests prints it after the last size
+            return [Finding("explain.recorded", Status.UNKNOWN, f"{name}: an nccl-tests output cut before its end "
+                                                                f"(no 'Avg bus bandwidth' line after {len(rows)} "
+                                                                f"sizes): the test hung there, or the output was cut",
+                            [], "rerun it to its end; a hang at one size: clustercheck bench names the slow node")]
         return [Finding("explain.recorded", Status.OK, f"{name}: nccl-tests, {len(rows)} sizes; the largest bus "
                                                        f"bandwidth {busbw(best):.2f} GB/s at {best['size']:,} bytes "
                                                        f"(clustercheck bench --baseline {name} compares a run with "

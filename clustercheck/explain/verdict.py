@@ -83,6 +83,13 @@ def stopped_in_collective(view: LogView) -> List[str]:
             if any(_IN_COLLECTIVE.search(line) for line in tail)]
 
 
+def diagnostics_only(view: LogView) -> bool:
+    """The lines are NCCL's DIAG report alone (NCCL 2.31's RAS / active diagnostics): an output whose checks are
+    its own (node/nccl_diag.py judges them), not a job's log that should show the job's end."""
+    ranks = [r for r in view.nccl_ranks.values() if r["lines"]]
+    return bool(ranks) and not view.candidates and all(len(r["diag"]) >= r["lines"] for r in ranks)
+
+
 def no_end_finding(view: LogView, in_collective: List[str]) -> Finding:
     """UNKNOWN, never READY: nothing reads as a failure, and nothing says the job ended well."""
     recognised = view.candidates + sum(r["lines"] for r in view.nccl_ranks.values())
@@ -120,7 +127,7 @@ def explain(paths: List[str]) -> Explained:
         result.findings.append(Finding("explain.ended", Status.OK,
                                        f"the job ended well: {ends.ended_well(line).who} says so and nothing reads "
                                        f"as a failure", [f"{node}: {line[:200]}" for node, line in view.ends[-3:]]))
-    elif logs:
+    elif logs and not diagnostics_only(view):
         in_collective = stopped_in_collective(view)
         finding = no_end_finding(view, in_collective)
         if in_collective:

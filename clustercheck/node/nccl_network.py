@@ -10,6 +10,7 @@ aws-ofi-nccl selected (`NET/OFI Selected provider is efa`). Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
@@ -28,6 +29,11 @@ FORCED = (("NCCL_IB_DISABLE", ("1",), "sockets between nodes: NCCL_IB_DISABLE=1"
           ("NCCL_SHM_DISABLE", ("1",), "no shared memory inside the node: NCCL_SHM_DISABLE=1"))
 
 
+# EC2's own host names (ip-10-0-1-23, ip-172-31-6-104.ec2.internal): aws-ofi-nccl there runs over EFA, the only RDMA
+# NIC an instance has (its other providers, tcp and sockets, are what it falls back to and name themselves)
+EC2_HOST = re.compile(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
+
+
 def family(name: str) -> Optional[str]:
     low = (name or "").strip().lower()
     return next((fam for prefix, fam in NET_FAMILY if low.startswith(prefix)), None)
@@ -41,7 +47,9 @@ def job_context(ranks: List[Dict]) -> Dict:
     """What one node's lines may lack and another's say: the IB ports' link layers, the libfabric provider, the
     network most of the job's lines show."""
     job = {"link_layers": sorted({ll for r in ranks for ll in r.get("link_layers") or []}),
-           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None)}
+           "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None),
+           "ec2": any(EC2_HOST.match(str(r.get("host") or "")) for r in ranks),
+           "rdma_line": next(iter(_ranks_say(ranks, "rdma_line")), None)}
     inter: Dict[str, int] = {}
     for rank in ranks:
         for name, count in (rank.get("inter") or {}).items():
@@ -101,6 +109,8 @@ def network(ranks: List[Dict], inter: Dict[str, int], job: Dict) -> Optional[str
     # aws-ofi-nccl runs other providers too (cxi on Slingshot, tcp, verbs): EFA only where the provider or the AWS
     # platform it configures for (`Running on p4d.24xlarge platform`) says so
     provider = (next(iter(_ranks_say(ranks, "ofi_provider")), None) or job.get("provider") or "").lower()
+    if not provider and (job.get("ec2") or any(EC2_HOST.match(str(r.get("host") or "")) for r in ranks)):
+        provider = "efa"
     return "EFA" if provider == "efa" else "libfabric"
 
 
@@ -130,15 +140,32 @@ def _virtual_bootstrap(ranks: List[Dict], virtual_if) -> Optional[str]:
     for rank in ranks:
         boot = rank.get("bootstrap")
         if boot and _virtual(boot["if"], boot["addr"], virtual_if):
-            return f"Bootstrap : Using {boot['if']}:{boot['addr']}"
+            return boot.get("line") or f"Bootstrap : Using {boot['if']}:{boot['addr']}"
     for rank in ranks:
+        lines = rank.get("socket_lines") or []      # 2.3's, one per interface
         for i, (name, addr) in enumerate(zip(rank.get("socket_ifs") or [], rank.get("socket_addrs") or [])):
             if _virtual(name, addr, virtual_if):
-                return f"NET/Socket : Using [{i}]{name}:{addr}"
+                return lines[i] if i < len(lines) else rank.get("socket_line") or f"NET/Socket : Using [{i}]{name}:{addr}"
     return None
 
 
-def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if) -> List[Tuple[str, str]]:
+def rdma_shown(ranks: List[Dict], job: Optional[Dict] = None) -> Optional[str]:
+    """The line that shows RDMA hardware or software beside a job on sockets: an RDMA device named in any line
+    (this node's, else another's of the same job), a net plugin that loaded, aws-ofi-nccl's provider (None: the
+    lines show none; a machine without RDMA runs on sockets as it should)."""
+    named = next(iter(_ranks_say(ranks, "rdma_line")), None)
+    if named:
+        return named
+    loaded = [r["plugin"] for r in ranks if (r.get("plugin") or {}).get("status") == "loaded"]
+    if loaded and family(loaded[0].get("name", "")) != "socket":
+        return f"NCCL INFO NET/Plugin : Loaded net plugin {loaded[0].get('name')}"
+    provider = next(iter(_ranks_say(ranks, "ofi_provider")), None)
+    if provider and provider.lower() not in ("tcp", "sockets", "udp"):
+        return f"NCCL INFO NET/OFI Selected provider is {provider}"
+    return (job or {}).get("rdma_line")
+
+
+def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if, job: Optional[Dict] = None) -> List[Tuple[str, str]]:
     """(kind, the NCCL line) of each way the job is off the path it was meant to take, the one that costs most
     first: "sockets" (a variable, or a net plugin or the IB transport that failed or found no device, with the job
     then on sockets), "inside" (P2P or SHM turned off by a variable), "bootstrap" (on loopback, docker0 or
@@ -149,8 +176,13 @@ def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if) -> List[Tuple[s
     found = [("sockets" if what.startswith("sockets") else "inside", f"{name} set by environment to {env[name]}")
              for name, values, what in FORCED if env.get(name, "").lower() in values]
     failures = [line for r in ranks for line in r.get("net_failures") or []]
-    if failures and (net == "Socket" or net is None and any(r.get("socket_ifs") for r in ranks)):
+    on_sockets = net == "Socket" or net is None and any(r.get("socket_ifs") for r in ranks)
+    if failures and on_sockets:
         found.append(("sockets", failures[0]))      # after a variable: NCCL_IB_DISABLE is why IB found no device
+    elif on_sockets and any((r.get("nnodes") or 0) != 1 for r in ranks):
+        shown = rdma_shown(ranks, job)      # sockets though the log shows RDMA: said with the line that shows it
+        if shown:
+            found.append(("sockets", shown))
     boot = _virtual_bootstrap(ranks, virtual_if)
     if boot:
         found.append(("bootstrap", boot))

@@ -27,6 +27,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get
 from clustercheck.node import nccl_network
+from clustercheck.node.nccl_facts import judge_facts
 
 VIRTUAL_IF = re.compile(r"^(?:docker\d*|lo|virbr\d*|veth\w*|br-\w+|br\d+|cni\d*|flannel\S*|cali\w+|tun\d+|tap\d+|"
                         r"kube-\w+|podman\d*)$")
@@ -106,7 +107,7 @@ class NodePath:
 
     @property
     def fallbacks(self) -> List[Tuple[str, str]]:
-        return nccl_network.fallbacks(self.ranks, self.network, VIRTUAL_IF)
+        return nccl_network.fallbacks(self.ranks, self.network, VIRTUAL_IF, self.job)
 
     @property
     def fallback(self) -> Optional[str]:
@@ -172,6 +173,9 @@ def why_sockets(path: NodePath) -> str:
     failures = [line for r in path.ranks for line in r.get("net_failures") or []]
     if failures:
         return f"NCCL said: {failures[0]}"
+    shown = nccl_network.rdma_shown(path.ranks, path.job)
+    if shown:
+        return f"the log shows RDMA ({shown}) yet NCCL did not say why it took sockets"
     return "NCCL did not say why (its NET lines were not captured)"
 
 
@@ -249,13 +253,17 @@ def _gdr(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[F
 
 
 def _inside(node: str, path: NodePath) -> List[Finding]:
-    nvlink_off = [d for r in path.ranks for d in r.get("p2p_disabled") or [] if d.get("nvlink")]
+    disabled = [d for r in path.ranks for d in r.get("p2p_disabled") or []]
+    nvlink_off = [d for d in disabled if d.get("nvlink")]
     line = path.fallback_of("inside")
-    if not nvlink_off and not line:
+    if not disabled and not line:
         return []
-    said = "P2P disabled between NVLink-connected GPUs (NCCL says)" if nvlink_off else nccl_network.forced_what(line)
+    said = ("P2P disabled between NVLink-connected GPUs (NCCL says)" if nvlink_off else
+            nccl_network.forced_what(line) if line else
+            "P2P disabled between connected GPUs (NCCL says): their traffic goes through host memory")
+    quoted = [d["line"] for d in (nvlink_off or disabled)[:1] if d.get("line")]
     return [Finding("nccl.p2p", Status.WARN, f"{node}: {said}", [f"{node}: inside the node {path.inside()}"] +
-                    ([line] if line else []),
+                    ([line] if line else []) + quoted,
                     "unset NCCL_P2P_DISABLE, NCCL_P2P_LEVEL and NCCL_SHM_DISABLE (set for a broken machine, they "
                     "cost the bandwidth of NVLink and PCIe); if NCCL says NVLink-connected GPUs cannot talk, check "
                     "the NVLinks (nvidia-smi nvlink -s, clustercheck env)", [node])]
@@ -284,7 +292,7 @@ def judge_paths(paths: Dict[str, NodePath], facts: Optional[Dict[str, Optional[D
     for node, path in paths.items():
         findings += _transport(node, path, rdma_active(facts.get(node)))
         findings += _inside(node, path)
-    findings += _fallen_back(paths, facts) + _gdr(paths, facts) + _bootstrap(paths)
+    findings += _fallen_back(paths, facts) + _gdr(paths, facts) + _bootstrap(paths) + judge_facts(paths)
     if not findings and any(p.inter or p.intra or p.network for p in paths.values()):
         nets = sorted({p.network for p in paths.values() if p.network})
         findings.append(Finding("nccl.path", Status.OK, f"NCCL's path on {fold(order)}: network "

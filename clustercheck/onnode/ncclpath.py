@@ -27,15 +27,27 @@ except ImportError:     # shipped to a node: inline_command registers ncclprefix
 # host:pid:tid [cudaDev] [file.cc:line] NCCL INFO|WARN message: the prefix is read before "NCCL INFO" (a
 # launcher may prefix it), once per distinct prefix
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^+\s]*(?:\+cuda(\d+\.\d+))?")
-_BOOTSTRAP = re.compile(r"^(?:Bootstrap ?: Using|NET : Using interface)\s*(?:\[\d+\])?([\w.-]+):([^<\s]+)<")
+_BOOTSTRAP = re.compile(r"^Bootstrap ?: Using\s*(?:\[\d+\])?([\w.-]+):([^<\s]+)<")
 _NETWORK = re.compile(r"^Using (?:network|(?:internal|external) Network) (.+?)\s*$")
-_IB_LIST = re.compile(r"^NET/IB ?: Using(.*?); OOB ([\w.-]+)")
+# the list may be cut (`...`) or wrapped before its "; OOB": its devices are read all the same; 2.3's "NET/IB : Using
+# interface eno1 for sideband communication" is no list
+_IB_LIST = re.compile(r"^NET/IB ?: Using(?! interface)(.*?)(?:; OOB ([\w.-]+)|$)")
 # "[0]mlx5_0:1/IB", "[1]mlx5_1:1:0/RoCE" (rail, plane: 2.27+), "[0]ibp0:1/IB/SHARP" (the SHARP plugin), and the
 # per-device line "NET/IB: [0] mlx5_0:1/IB " (2.3) or "NET/IB: [0] mlx5_0:uverbs0:1/IB provider=" (2.27+)
 _IB_DEVICE = re.compile(r"\[\d+\] ?([\w.-]+):(?:[a-z]+\d+:)?(\d+)(?::\d*)*/(IB|RoCE|UNSPECIFIED)")
 _IB_ONE = re.compile(r"^NET/IB ?: ?\[\d+\] ?[\w.-]+:(?:[a-z]+\d+:)?\d+(?::\d*)*/(IB|RoCE)")
-_NO_IB = re.compile(r"^NET/IB ?: No (?:device|IP interface) found")
+_NO_IB = re.compile(r"^NET/IB ?: ?(?:No (?:device|IP interface) found|call to devices\(\) returned 0 devices)", re.I)
 _SOCKET_LIST = re.compile(r"^NET/Socket ?: Using (.*)")
+# 2.3: each interface a findInterfaces call took ("NET : Using interface eth0:10.0.0.2<0>": the bootstrap's, then the
+# socket net's), then the socket net's count of them (net_socket.cu), and its NICs' distances ("IP Interfaces : lo(SOC)")
+_IF_ONE = re.compile(r"^NET : Using interface ([\w.-]+):([^<\s]+)")
+_SOCKET_COUNT = re.compile(r"^NET/Socket ?: (\d+) interfaces? found")
+_SOCKET_PATHS = re.compile(r"IP Interfaces ?: ?((?:[\w.-]+\(\w+\) ?)+)")
+# an RDMA device named in any line (a list, NCCL_IB_HCA, a GPUDirect line): the hardware the node has, whatever net
+# NCCL then used; Mellanox/NVIDIA, Broadcom, Intel, QLogic, Omni-Path, EFA, Alibaba's eRDMA, Chelsio iWARP
+_RDMA_NAME = re.compile(r"\b(?:mlx\d_(?:bond_)?\d+|bnxt_re\d+|irdma\d+|qedr\d+|hfi1_\d+|efa_\d+|rdmap\w+|erdma_\d+|"
+                        r"roce[po]\w+|cxgb4_\d+)\b")
+_RDMA_WORDS = ("mlx", "bnxt_re", "irdma", "qedr", "hfi1", "efa_", "rdmap", "erdma", "roce", "cxgb4")
 # any NET/OFI line: aws-ofi-nccl started (its provider where it names one, EFA where it names an AWS platform)
 _OFI = re.compile(r"NET/OFI (?:.*?(?:[Ss]elected [Pp]rovider is (\w+)|Running on ([\w.-]+) platform))?")
 _OFI_NO_GDR = re.compile(r"NET/OFI .*(?:disabling GDR|GDR not supported)|FI_HMEM capability requires RDMA, which")
@@ -46,7 +58,7 @@ _COLLNET = re.compile(r"Loaded collnet plugin (.+?)(?: \(v\d+\))?\.?\s*$")
 _PLUGIN_NONE = re.compile(r"NET/Plugin ?: ?(?:No plugin found|Could not find|.*using internal|.*Using internal)")
 _PLUGIN_FAIL = re.compile(r"NET/Plugin ?: ?(?:Plugin load (?:\(([^)]*)\) )?returned (\d+) ?: ?(.*)|"
                           r"Failed to find (ncclNetPlugin\w*) symbol|dlerror=(.*?) No plugin)")
-_ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+)")
+_ENV = re.compile(r"(NCCL_\w+) set (?:by environment )?to (\S+)")     # "set to": socket.cc's, net_ib.cc's own
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
 _COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
@@ -72,7 +84,7 @@ def _rank(ranks, key, device):
                       "nnodes": None, "version": None, "cuda": None, "bootstrap": None, "network": None,
                       "plugin": None, "collnet": None, "net_devices": [], "link_layers": [], "socket_ifs": [],
                       "env": {}, "gdr": {}, "inter": {}, "intra": {}, "nvls": None, "p2p_disabled": [],
-                      "net_failures": [], "warns": [], "diag": [], "lines": 0}
+                      "net_failures": [], "warns": [], "diag": [], "lines": 0, "peers": {}}
     return ranks[key]
 
 
@@ -98,6 +110,7 @@ def read_line(line, ranks, job, default="log"):
         if kind:
             table = rank[kind[0]]
             table[kind[1]] = table.get(kind[1], 0) + 1
+            _peer(rank, kind, line, at + 10, via)
         return
     at = line.find("NCCL ")
     if at >= 0 and line.find("NCCL ", at + 10) >= 0:
@@ -144,15 +157,20 @@ def _read_one(line, ranks, job, default):
         used = _NET_USED_WARN.match(text.strip())
         if used:
             rank["warned_net"] = used.group(1)
+        off = _P2P_OFF.search(text) if "P2P is disabled" in text else None     # paths.cc: a WARN between NVLinks
+        if off:
+            _p2p_off(off, rank, text.strip())
         return
     if level == "DIAG":
         if len(rank["diag"]) < 200:
             rank["diag"].append(text.strip()[:400])
         return
-    if " via " in text:          # most of a big job's lines: one per channel and peer
-        kind = via_kind(text.partition(" via ")[2].strip())
+    if " via " in text or text.lstrip().startswith("via "):    # most of a big job's lines: one per channel and peer
+        via = text.find("via ")
+        kind = via_kind(text[via + 4:].strip())
         if kind:
             _count(rank[kind[0]], kind[1])
+            _peer(rank, kind, text, 0, via - 1)
         return
     _read_info(text.strip(), rank)
 
@@ -168,6 +186,9 @@ def _read_info(text, rank, only_find=False, _cache={}):
                 found.append((take, match))
                 if pattern is not _ENV:     # a settings line says nothing else
                     break
+        named = _RDMA_NAME.search(text) if any(word in text for word in _RDMA_WORDS) else None
+        if named:               # whatever else the line says
+            found.append((_rdma_named, named))
         if len(_cache) < 20000:
             _cache[text] = found
     for take, match in () if only_find else found:
@@ -189,9 +210,11 @@ def _network(m, r, _):
 
 def _ib_list(m, r, text):
     devices = _IB_DEVICE.findall(m.group(1))
-    r["net_devices"] = ["%s:%s/%s" % d for d in devices]
-    r["link_layers"] = sorted(set(r["link_layers"]) | {d[2] for d in devices})
-    if not devices:             # "NET/IB : Using [RO]; OOB eno1": the IB transport started with no device
+    if devices:
+        r["net_devices"] = ["%s:%s/%s" % d for d in devices]
+        r["link_layers"] = sorted(set(r["link_layers"]) | {d[2] for d in devices})
+        _rdma_named(None, r, text)
+    elif m.group(2):            # "NET/IB : Using [RO]; OOB eno1": the IB transport started with no device
         _net_failed(r, "IB", text)
 
 
@@ -227,10 +250,38 @@ def _ofi_no_gdr(m, r, _):
     _count(r["gdr"], "disabled")
 
 
-def _sockets(m, r, _):
+def _sockets(m, r, text):
     found = re.findall(r"\[\d+\]([\w.-]+):([^<\s]*)", m.group(1))     # "[0]lo:127.0.0.1<0> [1]eth0:10.0.0.2<0>"
     r["socket_ifs"] = [name for name, _ in found]
     r["socket_addrs"] = [addr for _, addr in found]
+    r["socket_line"] = text[:300]
+
+
+def _if_one(m, r, text):
+    """2.3's one interface taken: the first a process prints is its bootstrap's, the next its socket net's."""
+    r["bootstrap"] = r["bootstrap"] or {"if": m.group(1), "addr": m.group(2), "line": text[:300]}
+    listed = r.setdefault("if_lines", [])
+    if len(listed) < 16:
+        listed.append([m.group(1), m.group(2), text[:300]])
+
+
+def _socket_count(m, r, text):
+    """2.3's socket net started with the last N interfaces its process listed."""
+    taken = (r.get("if_lines") or [])[-int(m.group(1)):] if int(m.group(1)) else []
+    r["socket_ifs"] = [name for name, _, _ in taken] or r["socket_ifs"] or ["?"]
+    r["socket_addrs"] = [addr for _, addr, _ in taken]
+    r["socket_lines"] = [line for _, _, line in taken]
+
+
+def _socket_paths(m, r, text):
+    if not r["socket_ifs"]:
+        r["socket_ifs"] = re.findall(r"([\w.-]+)\(", m.group(1))
+        r["socket_addrs"] = ["" for _ in r["socket_ifs"]]
+        r["socket_line"] = text[:300]
+
+
+def _rdma_named(m, r, text):
+    r["rdma_line"] = r.get("rdma_line") or "NCCL INFO " + text[:300]
 
 
 def _ofi(m, r, text):
@@ -291,6 +342,35 @@ def via_kind(tail, _cache={}):
     return kind
 
 
+_PAIR = re.compile(r"(\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])?( \[receive\])?")
+MAX_PEERS = 64
+
+
+def pair_of(segment, _cache={}):
+    """"me>peer" of a connection's "0[0] -> 1[1] [receive]" (2.4 to 2.30; also "0 -> 1"): the process that prints
+    it is the sender, the receiver on a "[receive]" line (net.cc, p2p.cc, shm.cc); None where it names no ranks."""
+    found = _cache.get(segment, False)
+    if found is False:
+        match = _PAIR.search(segment)
+        found = None if not match else ("%s>%s" % ((match.group(2), match.group(1)) if match.group(3) else
+                                                    (match.group(1), match.group(2))))
+        if len(_cache) < 10000:
+            _cache[segment] = found
+    return found
+
+
+def _peer(rank, kind, line, start, via):
+    """The ranks a connection joins, one line of each kind kept per pair (the judges ask whether the two are on the
+    same host: nccl_facts.py)."""
+    peers = rank["peers"]
+    if len(peers) >= MAX_PEERS:
+        return
+    colon = line.rfind(" : ", start, via)
+    pair = pair_of(line[colon + 3:via] if colon >= 0 else line[start:via])
+    if pair and pair not in peers:
+        peers[pair] = [kind[0], kind[1], line[start:][:300].strip()]
+
+
 def _comm(m, r, _):
     r["rank"], r["nranks"], r["nnodes"] = int(m.group(1)), int(m.group(2)), int(m.group(3))
 
@@ -304,22 +384,25 @@ def _nvls(m, r, _):
     r["nvls"] = not m.group(1)
 
 
-def _p2p_off(m, r, _):
+def _p2p_off(m, r, text):
     if len(r["p2p_disabled"]) < MAX_WARNS:
-        r["p2p_disabled"].append({"gpus": [int(m.group(2)), int(m.group(3))], "nvlink": bool(m.group(1))})
+        r["p2p_disabled"].append({"gpus": [int(m.group(2)), int(m.group(3))], "nvlink": bool(m.group(1)),
+                                  "line": "NCCL INFO " + text[:300]})
 
 
 # (words one of which the line holds, the pattern, what it sets): the words are a cheap test before the pattern;
 # " via " lines (connections) are read in read_line, before this table
 _INFO = ((("NCCL version",), _VERSION, _version), (("Using network", "Network"), _NETWORK, _network),
-         (("Bootstrap", "Using interface"), _BOOTSTRAP, _bootstrap), (("NET/IB",), _IB_LIST, _ib_list),
-         (("NET/IB",), _IB_ONE, _ib_one), (("No device found", "No IP interface"), _NO_IB, _no_ib),
-         (("NET/Socket",), _SOCKET_LIST, _sockets), (("NET/OFI",), _OFI, _ofi), (("GDR", "FI_HMEM"), _OFI_NO_GDR, _ofi_no_gdr),
+         (("Bootstrap",), _BOOTSTRAP, _bootstrap), (("NET/IB",), _IB_LIST, _ib_list),
+         (("NET/IB",), _IB_ONE, _ib_one), (("No device found", "No IP interface", "returned 0 devices"), _NO_IB, _no_ib),
+         (("NET/Socket",), _SOCKET_LIST, _sockets),
+         (("NET : Using interface",), _IF_ONE, _if_one), (("interface",), _SOCKET_COUNT, _socket_count),
+         (("IP Interfaces",), _SOCKET_PATHS, _socket_paths), (("NET/OFI",), _OFI, _ofi), (("GDR", "FI_HMEM"), _OFI_NO_GDR, _ofi_no_gdr),
          (("collnet",), _COLLNET, _collnet),
          (("libibverbs",), _IBVERBS, lambda m, r, text: _net_failure(r, "NCCL INFO " + text)), (("Plugin", "plugin"), _PLUGIN_OK, _plugin_ok),
          (("Plugin",), _PLUGIN_FAIL, _plugin_fail), (("Plugin",), _PLUGIN_NONE, _plugin_none),
          (("Failed to initialize NET",), _NET_INIT_FAILED, lambda m, r, text: _net_failed(r, m.group(1), text)),
-         (("set by environment",), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
+         (("set by environment", " set to "), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
          (("Init COMPLETE",), _COMPLETE, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), _P2P_OFF,
                                                                                  _p2p_off))
 
@@ -333,8 +416,8 @@ def _shape(line, default):
     key = (heads.get(line[:at]) if default == "log" else None) or where(line[:at], default)
     via = line.find(" via ", at)
     if via >= 0:
-        return key, via_kind(line[via + 5:].strip())
-    return None if _read_info(line[at + 10:].strip(), None, True) else (key, None)     # no pattern reads it
+        return key, via_kind(line[via + 5:].strip()), at, via
+    return None if _read_info(line[at + 10:].strip(), None, True) else (key, None, at, via)     # no pattern reads it
 
 
 def read_lines(lines, ranks, job, default="log", wanted=None, text=None):
@@ -347,7 +430,8 @@ def read_lines(lines, ranks, job, default="log", wanted=None, text=None):
         for line, count in Counter(block).items():
             if wanted and not wanted(line):
                 continue
-            shape = _shape(text(line) if text else line.rstrip("\r"), default)
+            said = text(line) if text else line.rstrip("\r")
+            shape = _shape(said, default)
             rank, kind = (ranks.get(shape[0][0]), shape[1]) if shape else (None, None)
             if rank is None or (kind and kind[1] not in rank[kind[0]]):
                 slow.add(line)
@@ -355,8 +439,16 @@ def read_lines(lines, ranks, job, default="log", wanted=None, text=None):
             rank["lines"] += count
             if kind:
                 rank[kind[0]][kind[1]] += count
-        for line in [line for line in block if line in slow] if slow else ():
-            read_line(text(line) if text else line.rstrip("\r"), ranks, job, default)
+                _peer(rank, kind, said, shape[2] + 10, shape[3])
+        for i, line in enumerate(block) if slow else ():
+            if line not in slow:
+                continue
+            said = text(line) if text else line.rstrip("\r")
+            if i and said.lstrip().startswith("via ") and "NCCL" not in said:
+                before = text(block[i - 1]) if text else block[i - 1].rstrip("\r")
+                if "NCCL" in before and " via " not in before:      # a connection line broken in two before "via"
+                    said = before.rstrip() + " " + said.strip()
+            read_line(said, ranks, job, default)
 
 
 def summarize(lines):

@@ -8,18 +8,23 @@ import re
 PREFIX = re.compile(r"([\w.-]+):(\d+):(\d+) \[(\d+)\] (?:[\w/.-]+:\d+ )?$")
 # what a launcher writes before a line when NCCL's own prefix is gone (stripped by the poster, or NCCL_DEBUG_FILE
 # lines re-printed): Open MPI's --tag-output, srun --label, a bare "[N]", Ray's worker prefix, pdsh's "host: "
-LAUNCHER = re.compile(r"^\s*(?:\[\d+,(\d+)\]<std\w+>:|(\d{1,5}): |\[(\d{1,5})\] |"
+LAUNCHER = re.compile(r"^\s*(?:> ?)*(?:\[\d+,(\d+)\]<std\w+>:|(\d{1,5}): |\[(\d{1,5})\] |"
                       r"\((?:\w+ )?pid=(\d+)(?:, ip=([\d.]+))?\) ?|([a-z0-9][\w.-]*[\d-][\w.-]*): )", re.I)
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 DIAG_PREFIX = re.compile(r"(?:^|\s)([A-Za-z][\w.-]*):(\d+) $")          # NCCL DIAG's "host:pid " (2.31)
 ANSI = re.compile(r"\x1b?\[[\d;]*m")
 OLD = re.compile(r"[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+:\d+ )?(INFO|WARN) ")
-MARK = re.compile(r"(?:[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+:\d+ )?)?NCCL (?:INFO|WARN|DIAG) ")
-# lines whose "host:pid:tid [dev] NCCL INFO " a poster removed: read when they start as NCCL's messages do
-BARE = re.compile(r"^(?:NET/\w+ ?:|Bootstrap ?:|Using network |Channel \d+(?:/\d+)? : |Ring \d+ : |comm 0x|"
-                   r"NCCL_\w+ set by environment|P2P plugin |Connected all |libfabric:.*FI_HMEM capability)")
-BARE_ANY = re.compile(r"NET/|Bootstrap|Using network|Channel \d|Ring \d|comm 0x|set by environment|P2P plugin|"
-                       r"Connected all|FI_HMEM")
+# where each of several lines joined on one starts: its prefix whole, or cut to ":pid:tid [dev] " or "[dev] "
+MARK = re.compile(r"(?:(?:[\w.-]*:\d+:\d+ )?\[\d+\] (?:[\w/.-]+:\d+ )?)?NCCL (?:INFO|WARN|DIAG) ")
+# lines whose "host:pid:tid [dev] NCCL INFO " a poster removed (or a wrap carried to the next line): read when they
+# start as NCCL's messages do, 2.3 to 2.30 (`NET : Using interface` and `Net/IB:` are 2.3's, `Ring 00 :` 2.4's,
+# `via NET/IB/0` the second half of a connection line broken in two)
+BARE_SOURCE = (r"^(?:NET/\w+ ?:|Net/IB ?:|NET : Using interface |Bootstrap ?:|Using network |Channel \d+(?:/\d+)? : |"
+               r"Ring \d+ : |via (?:NET|P2P|SHM)/|comm 0x|NCCL_\w+ set (?:by environment )?to |P2P plugin |"
+               r"Connected all |P2P is disabled between |libfabric:.*FI_HMEM capability)")
+BARE = re.compile(BARE_SOURCE)
+BARE_ANY = re.compile(r"NET/|Net/IB|NET : |Bootstrap|Using network|Channel \d|Ring \d|via |comm 0x|set by environment|"
+                      r" set to |P2P plugin|Connected all|P2P is disabled|FI_HMEM")
 
 seen = {}
 heads = {}     # the same for the default node, by the prefix alone: the cheapest look-up of the common line

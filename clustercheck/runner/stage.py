@@ -96,6 +96,11 @@ class Stage:
     def judge(self, facts: Any) -> List[Finding]:
         raise NotImplementedError
 
+    def write(self, result: StageResult) -> List[Finding]:
+        """What the stage writes once it is judged (env's --save-baseline), said as findings; judges write
+        nothing."""
+        return []
+
     def blocks(self, result: StageResult, later: "Stage") -> str:
         """Why `later` is pointless after this result ("" when it is not)."""
         return ""
@@ -186,6 +191,7 @@ def run_stages(stages: Sequence[Stage], nodes: Sequence[Node], fanout: FanoutOpt
             finally:
                 beat.stop()     # gathering is over, however it ended: no more progress lines of its own
             result.findings = only_what_was_checked(layer, layer.take_findings() + stage.judge(result.facts))
+            result.findings += stage.write(result)
             mark_answers(stage, result.findings)
             result.wall_s = time.monotonic() - start
             beat.end(f"[{stage.name}] done: {result.status.name}")

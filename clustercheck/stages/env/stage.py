@@ -49,9 +49,11 @@ class EnvStage(Stage):
         if facts.slurm is not None:
             findings += judge_slurm(facts.slurm, [p.name for p in facts.probed],
                                     {p.name: p.gpu_count for p in facts.probed if p.facts is not None})
-        if self.options.save_baseline:
-            findings.append(self.save_baseline(facts, findings))
         return findings
+
+    def write(self, result: StageResult) -> List[Finding]:
+        """--save-baseline, once judged (the judge writes nothing)."""
+        return [self.save_baseline(result.facts, result.findings)] if self.options.save_baseline else []
 
     def save_baseline(self, facts: EnvFacts, findings: List[Finding]) -> Finding:
         """--save-baseline: the environment of a READY run (with warnings at most), else not written."""
