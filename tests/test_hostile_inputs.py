@@ -308,6 +308,10 @@ def test_diff_that_compared_nothing_is_unknown(files):
     proc = clustercheck("diff", log, report)
     assert proc.returncode == EXIT_UNKNOWN and "nothing was compared" in proc.stdout, proc.stdout
     assert "not compared: bandwidth: the new report measured none" in proc.stdout, proc.stdout
+    proc = clustercheck("diff", report, report)     # reports that checked nothing: nothing to call "not worse"
+    assert proc.returncode == EXIT_UNKNOWN and "nothing was compared" in proc.stdout, proc.stdout
+    passed = {"check": "shm", "status": "OK", "summary": "/dev/shm is at least 1 GiB", "stage": "env"}
+    report = files("p.json", json.dumps({"schema": 1, "command": "preflight", "nodes": ["a"], "findings": [passed]}))
     proc = clustercheck("diff", report, report)
     assert proc.returncode == 0 and "compared: nodes, versions and findings" in proc.stdout, proc.stdout
     refused(clustercheck("diff", report, report, "--threshold", "nan"), "--threshold")

@@ -29,8 +29,11 @@ def test_bandwidth_down_a_node_gone_and_a_new_failure_are_worse():
 
 def test_a_fixed_finding_is_listed_and_not_worse():
     old = {"stage": "env", "check": "shm", "status": "FAIL", "nodes": ["a"], "summary": "/dev/shm small on a"}
-    changes = diff_reports(report(["a"], 1.0, [old]), report(["a"], 1.0))
+    passed = {"stage": "env", "check": "shm", "status": "OK", "nodes": [], "summary": "/dev/shm is at least 1 GiB"}
+    changes = diff_reports(report(["a"], 1.0, [old]), report(["a"], 1.0, [passed]))
     assert changes.fixed_findings == [old] and not changes.worse
+    # a new report that checked nothing fixed nothing: it did not look
+    assert diff_reports(report(["a"], 1.0, [old]), report(["a"], 1.0)).fixed_findings == []
 
 
 def test_sbatch_prints_a_script_that_runs_preflight_in_the_allocation():

@@ -1,14 +1,12 @@
 """The `clustercheck stacks` command (its --help is the reference: docs/reference.md)."""
 
-import json
 import sys
 
 import click
 
-from clustercheck.display.findings import findings_lines
 from clustercheck.ranks.ras_gather import RAS_DEADLINE_S, ras_findings
 from clustercheck.ranks.stack_gather import dump_matching
-from clustercheck.ranks.stacks import FRAMES_SHOWN, fold_stacks, render_stacks, stacks_exit_code, stacks_json
+from clustercheck.ranks.stacks import FRAMES_SHOWN, stacks_result
 from clustercheck.runner.options import ClusterOptions, FiniteRange, cluster_options, from_params
 from clustercheck.transport.fanout import Cluster
 
@@ -38,18 +36,14 @@ def stacks(pattern, timeout, frames, as_json, **params):
     localhost:28028): ranks dead or missing, and the collective whose counts differ between ranks.
 
     Exit code: 0 every matching process dumped, 2 none matched or some could not be
-    dumped, 3 a node could not be reached, 64 bad input.
+    dumped, 3 a node could not be reached (and nothing worse), 64 bad input; NCCL's RAS is
+    shown, not judged into it.
     """
     options = from_params(ClusterOptions, params)
     nodes = options.nodes()
     with Cluster(nodes, options.fanout_options()) as cluster:
         found, problems = dump_matching(cluster, nodes, pattern, timeout)
         ras = ras_findings(cluster, nodes, min(timeout, RAS_DEADLINE_S))
-    groups = fold_stacks(found)
-    if as_json:
-        click.echo(json.dumps({**stacks_json(groups, problems, pattern), "nccl_ras": [f.to_dict() for f in ras]}, indent=1))
-    else:
-        click.echo(render_stacks(groups, problems, frames) if found or problems else
-                   f"no Python process matches {pattern!r} on any of the {len(nodes)} node(s)")
-        click.echo("\n".join(["", "NCCL's RAS:", *findings_lines(ras, verbose=True)]))
-    sys.exit(stacks_exit_code(found, problems))
+    text, code = stacks_result(found, problems, ras, pattern, frames, len(nodes), as_json)
+    click.echo(text)
+    sys.exit(code)

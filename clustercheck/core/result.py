@@ -113,6 +113,8 @@ def verdict_line(findings: Sequence[Finding]) -> str:
     if notes:
         parts.append(f"{notes} note{'s' if notes != 1 else ''}")
     status = worst(findings)
-    head = NOTHING_CHECKED if nothing_checked(findings) and status is Status.UNKNOWN else VERDICTS[status]
+    # no finding said OK, WARN or FAIL: every check that ran could not check (no node answered, every stage skipped)
+    seen = any(f.checked and f.status is not Status.UNKNOWN for f in findings)
+    head = NOTHING_CHECKED if status is Status.UNKNOWN and not seen else VERDICTS[status]
     return f"{head} ({', '.join(parts)})"
 

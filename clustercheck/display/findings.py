@@ -10,10 +10,12 @@ from tabulate import tabulate
 from clustercheck.core.result import Finding, Status, sort_findings, verdict_line, worst
 
 
-def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined: Sequence[str] = ()) -> List[str]:
+def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined: Sequence[str] = (),
+                   verdict: bool = True) -> List[str]:
     """Problems first with their evidence and fix; passed checks counted (listed with verbose), except those
     that answer a flag the user gave (Finding.answers), which are always shown. headlined: checks the screen's
-    headline already says; passed, they are not said again."""
+    headline already says; passed, they are not said again. verdict: end with the verdict over them (False for
+    findings shown beside a verdict of other findings)."""
     lines = []
     for finding in sort_findings(findings):
         if not finding.checked:      # a note on the reading: said, never counted as a pass
@@ -32,7 +34,8 @@ def findings_lines(findings: Sequence[Finding], verbose: bool = False, headlined
                  and f.check not in headlined)
     if passed and not verbose:
         lines.append(f"OK    {passed} checks passed (-v lists them)")
-    lines += ["", f"Verdict: {verdict_line(findings)}"]
+    if verdict:
+        lines += ["", f"Verdict: {verdict_line(findings)}"]
     return lines
 
 

@@ -52,9 +52,10 @@ def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "repor
 
 
 def apply_policy(verdict: Verdict, options: InjobOptions, rank: int) -> Verdict:
-    """Stop: every rank prints the verdict's line and exits 2; else rank 0 prints it and training goes on."""
+    """Stop: every rank prints the verdict's line and exits 2; else rank 0 prints it (and a rank whose verdict is its
+    own, that heard none from rank 0: it could not check, and nobody else will say so) and training goes on."""
     stop = not verdict.ready and options.on_fail == "stop"
-    if stop or rank == 0:
+    if stop or rank == 0 or verdict.own:
         print(verdict.line, file=sys.stderr, flush=True)
     if not stop:
         return verdict

@@ -26,6 +26,7 @@ class Verdict:
     exit_code: int
     line: str
     reports: Dict[str, str] = field(default_factory=dict)
+    own: bool = False          # this rank's own (it heard no verdict from rank 0): only it can say it
 
     @property
     def ready(self) -> bool:
@@ -81,7 +82,7 @@ def publish(stages: List[Stage], run: RunResult, gathered: Gathered, options: In
 def could_not_check(reason: str) -> Verdict:
     """A rank that could not hear the verdict (rank 0 gone, the store gone): never a pass."""
     return Verdict(Status.UNKNOWN.name, Status.UNKNOWN.exit_code,
-                   f"{PREFIX}: {VERDICTS[Status.UNKNOWN]}: {reason}")
+                   f"{PREFIX}: {VERDICTS[Status.UNKNOWN]}: {reason}", own=True)
 
 
 STOP_EXIT = EXIT_FAIL   # every rank stops with this one code: the launcher, Slurm or Kubernetes sees a failed start

@@ -94,7 +94,9 @@ class PlanOptions:
                              f"could not be read; give --gpus-per-node and --gpu-mem, or reach the nodes")
         smallest = smallest_node(probed)
         if not smallest.nodes or not any(smallest.gpu_lists):
-            raise InputError("the nodes report no NVIDIA GPU: give --gpus-per-node and --gpu-mem", "command line")
+            # what the nodes said, not what the user typed: could not plan (3), never bad input after a node answered
+            raise NotChecked("the nodes report no NVIDIA GPU, so no GPU memory to plan for: give --gpus-per-node and "
+                             "--gpu-mem")
         return replace(
             self, gpus_per_node=self.gpus_per_node or smallest.gpus,
             gpu_mem_gib=self.gpu_mem_gib or smallest.gpu_bytes / 2 ** 30,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, InputError
+from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import fold
+from clustercheck.core.result import Finding, Status, note, worst
 from clustercheck.display.report_files import read_document
 from clustercheck.runner.options import borrow
 from clustercheck.stages.bench.baseline import busbw_of, compare, read_nccl_tests
@@ -29,19 +30,31 @@ class Changes:
     read_as: List[str] = field(default_factory=list)        # which collective nccl-tests output held, and who said
 
     @property
-    def nothing_compared(self) -> bool:
-        return not self.compared
+    def findings(self) -> List[Finding]:
+        """The diff as findings: what is worse a FAIL, each thing compared an OK, what could not be compared a
+        note; so nothing compared is UNKNOWN (worst), never "not worse"."""
+        found = [Finding("diff.nodes", Status.FAIL, f"nodes gone: {fold(self.nodes_gone)}", [], "", self.nodes_gone)
+                 ] if self.nodes_gone else []
+        found += [Finding("diff.findings", Status.FAIL, f"new {f['status']}: [{f.get('stage')}] {f['summary']}", [],
+                          f.get("remedy") or "", list(f.get("nodes") or []))
+                  for f in self.new_findings if f["status"] in ("FAIL", "UNKNOWN")]
+        found += [Finding("diff.bandwidth", Status.FAIL, f"bandwidth {name}: busbw {old:.3f} -> {new:.3f} GB/s "
+                                                         f"({ratio - 1:+.0%}, threshold {self.threshold:.0%})")
+                  for name, old, new, ratio in self.bandwidth if ratio < 1 - self.threshold]
+        found += [Finding("diff.compared", Status.OK, f"compared: {what}") for what in self.compared]
+        return found + [note("diff.not-compared", f"not compared: {what}") for what in self.not_compared]
+
+    @property
+    def status(self) -> Status:
+        return worst(self.findings)
 
     @property
     def worse(self) -> bool:
-        return bool(self.nodes_gone or any(f["status"] in ("FAIL", "UNKNOWN") for f in self.new_findings)
-                    or any(ratio < 1 - self.threshold for _, _, _, ratio in self.bandwidth))
+        return self.status is Status.FAIL
 
     @property
     def exit_code(self) -> int:
-        if self.worse:
-            return EXIT_FAIL
-        return EXIT_UNKNOWN if self.nothing_compared else EXIT_OK
+        return self.status.exit_code
 
 
 @dataclass
@@ -160,14 +173,25 @@ def diff_reports(old: Dict, new: Dict, threshold: float = DEFAULT_THRESHOLD) -> 
     changes.versions = [f"{label} on {fold(nodes)}: {a} -> {b}" for (label, a, b), nodes in sorted(moved.items())]
     changes.bandwidth = bandwidth_changes(old, new, threshold, bandwidth)
     _say_bandwidth(changes, bandwidth, old, new)
-    if old_nodes and new_nodes:
+    unchecked = [which for which, doc in (("the old report", old), ("the new report", new)) if not checked_any(doc)]
+    if old_nodes and new_nodes and not unchecked:
         changes.compared.append("nodes, versions and findings")
-    problems = [f for f in new.get("findings", []) if f["status"] != "OK"]
-    old_problems = [f for f in old.get("findings", []) if f["status"] != "OK"]
+    elif unchecked:
+        changes.not_compared.append(f"findings: {' and '.join(unchecked)} checked nothing (no finding that said OK, "
+                                    f"WARN or FAIL)")
+    problems = [f for f in new.get("findings") or [] if f["status"] != "OK"]
+    old_problems = [f for f in old.get("findings") or [] if f["status"] != "OK"]
     old_keys, new_keys = {_key(f) for f in old_problems}, {_key(f) for f in problems}
     changes.new_findings = [f for f in problems if _key(f) not in old_keys]
-    changes.fixed_findings = [f for f in old_problems if _key(f) not in new_keys]
+    # a problem the new report does not hold is fixed only where the new report looked at all
+    changes.fixed_findings = [f for f in old_problems if _key(f) not in new_keys] if checked_any(new) else []
     return changes
+
+
+def checked_any(doc: Dict) -> bool:
+    """Whether a report's findings checked anything: one that said OK, WARN or FAIL (a note, or UNKNOWN alone, is a
+    run that could not check; result.worst's rule, read back from the JSON)."""
+    return any(f.get("checked", True) and f["status"] != "UNKNOWN" for f in doc.get("findings") or [])
 
 
 def render_changes(changes: Changes, old_path: str, new_path: str) -> str:
@@ -186,9 +210,10 @@ def render_changes(changes: Changes, old_path: str, new_path: str) -> str:
         lines.append(f"fixed: [{finding.get('stage')}] {finding['summary']}")
     lines = [line for line in lines if line != ""] or ["no changes"]
     lines += [f"not compared: {text}" for text in changes.not_compared]
-    if changes.worse:
+    status = changes.status
+    if status is Status.FAIL:
         verdict = "Verdict: WORSE"
-    elif changes.nothing_compared:
+    elif status is Status.UNKNOWN:
         verdict = "Verdict: UNKNOWN: nothing was compared"
     else:
         verdict = f"Verdict: not worse (compared: {'; '.join(changes.compared)})"

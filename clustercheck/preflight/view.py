@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
+from clustercheck.core.result import worst
 from clustercheck.display.findings import findings_lines
 from clustercheck.preflight.diff import Changes, diff_reports, load_report, render_changes
 from clustercheck.preflight.options import PreflightOptions
@@ -28,12 +29,17 @@ class PreflightView:
 
     @property
     def exit_code(self) -> int:
-        return max(self.run.exit_code, self.changes.exit_code if self.changes else 0)
+        """The run's verdict and the baseline's, each earned on its own, the worse one in Nagios's order (a FAIL
+        outranks an UNKNOWN, whose exit code is larger)."""
+        if self.run.interrupted or self.changes is None:
+            return self.run.exit_code
+        return max(worst(self.run.findings), self.changes.status).exit_code
 
     def to_json(self, command: str) -> Dict:
         doc = to_json(self.stages, self.run, command)
         if self.changes is not None:
             doc["changes"] = dict(asdict(self.changes), baseline=self.options.baseline, worse=self.changes.worse)
+            doc["exit_code"] = self.exit_code
         return doc
 
     def render_terminal(self, verbose: bool) -> str:

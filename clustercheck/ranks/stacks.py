@@ -9,12 +9,14 @@ moving (clustercheck/ranks/forensics.py judges those).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from clustercheck.core.errors import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
 from clustercheck.core.inventory import fold
+from clustercheck.core.result import Finding, Status, worst
+from clustercheck.display.findings import findings_lines, json_header
 
 FRAMES_SHOWN = 12          # innermost frames printed per block
 STOPPED = ("T", "t")
@@ -203,8 +205,9 @@ def render_stacks(groups: Sequence[Group], problems: Dict[str, str], frames_show
     return "\n".join(lines)
 
 
-def stacks_json(groups: Sequence[Group], problems: Dict[str, str], pattern: str) -> Dict:
-    return {"schema": 1, "command": "stacks", "match": pattern, "problems": problems,
+def stacks_json(groups: Sequence[Group], problems: Dict[str, str], pattern: str,
+                findings: Sequence[Finding] = ()) -> Dict:
+    return {**json_header("stacks", findings), "match": pattern, "problems": problems,
             "groups": [{"count": len(g.members), "who": g.who, "state": g.first.state_text, "source": g.first.source,
                         "frames": [list(f) for f in g.first.frames],
                         "processes": [{"node": m.node, "pid": m.pid, "rank": m.rank, "state": m.state, "step": m.step,
@@ -212,10 +215,47 @@ def stacks_json(groups: Sequence[Group], problems: Dict[str, str], pattern: str)
                        for g in groups]}
 
 
-def stacks_exit_code(found: Sequence[ProcessStack], problems: Dict[str, str]) -> int:
-    """3: a node could not be looked at; 2: nothing matched, or a process could not be dumped; else 0."""
-    if problems:
-        return EXIT_UNKNOWN
-    return EXIT_FAIL if not found or any(not p.known for p in found) else EXIT_OK
+def stacks_findings(found: Sequence[ProcessStack], problems: Dict[str, str], pattern: str,
+                    num_nodes: int) -> List[Finding]:
+    """The verdict's findings: a node not looked at is UNKNOWN, nothing matched or a process without its stack is
+    a FAIL, and only processes really dumped are a pass (nothing dumped is never one)."""
+    findings: List[Finding] = []
+    by_problem: Dict[str, List[str]] = {}
+    for node, problem in problems.items():
+        by_problem.setdefault(problem, []).append(node)
+    for problem, names in by_problem.items():
+        names = sorted(names, key=_natural)
+        findings.append(Finding("stacks.reach", Status.UNKNOWN, f"could not look at {fold(names)}: {problem}", [],
+                                "make the node reachable (clustercheck run NODES -- true says why not)", names))
+    looked = num_nodes - len(problems)
+    if not found and looked:
+        findings.append(Finding("stacks.match", Status.FAIL, f"no Python process matches {pattern!r} on any of the "
+                                                             f"{looked} node(s) looked at", [],
+                                "check --match against the processes' command lines (ps -eo args on a node)"))
+    missing = [p for p in found if not p.known]
+    if missing:
+        findings.append(Finding("stacks.dumped", Status.FAIL, f"{len(missing)} of {len(found)} matching process(es) "
+                                                              f"could not be dumped",
+                                sorted({f"{p.node}: {p.label}: {p.problem or 'no stack'}" for p in missing})[:8],
+                                "py-spy needs ptrace rights over the processes: root, or their user with "
+                                "kernel.yama.ptrace_scope=0 (pip install py-spy on the nodes)",
+                                sorted({p.node for p in missing}, key=_natural)))
+    dumped = [p for p in found if p.known]
+    if dumped:
+        findings.append(Finding("stacks.dumped", Status.OK, f"{len(dumped)} matching process(es) dumped on "
+                                                            f"{fold(sorted({p.node for p in dumped}, key=_natural))}"))
+    return findings
 
 
+def stacks_result(found: Sequence[ProcessStack], problems: Dict[str, str], ras: Sequence[Finding], pattern: str,
+                  frames_shown: int, num_nodes: int, as_json: bool) -> Tuple[str, int]:
+    """What `clustercheck stacks` prints and its exit code, the worst of the stacks' findings. NCCL's RAS is shown
+    beside them, outside the verdict: most jobs run no RAS to ask, and a dump is no less complete for it."""
+    findings = stacks_findings(found, problems, pattern, num_nodes)
+    groups = fold_stacks(found)
+    if as_json:
+        doc = {**stacks_json(groups, problems, pattern, findings), "nccl_ras": [f.to_dict() for f in ras]}
+        return json.dumps(doc, indent=1), worst(findings).exit_code
+    lines = [render_stacks(groups, problems, frames_shown), ""] if found or problems else []
+    lines += ["NCCL's RAS:", *findings_lines(ras, verbose=True, verdict=False), "", *findings_lines(findings)]
+    return "\n".join(lines), worst(findings).exit_code

@@ -1,8 +1,8 @@
 """The nodes a run found healthy, and the failed ones: what a user launches on next, and excludes.
 
 A node is failed when a FAIL or an UNKNOWN finding names it (it is broken, or could not be checked: neither
-is a node to launch on); a WARN leaves it usable. Slots are what the run used: slots= of the nodes file, else
-the GPUs the probe found, else 1."""
+is a node to launch on), and every node is when the run checked nothing; a WARN leaves it usable. Slots are
+what the run used: slots= of the nodes file, else the GPUs the probe found, else 1."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from clustercheck.core.result import Status
 
 
 def failed_nodes(run) -> List[str]:
+    """Where the run checked nothing (every stage skipped, notes only), every node: not one was seen healthy."""
     names = [n.name for n in run.nodes]
+    if not run.checked_anything:
+        return names
     named = {node for f in run.findings if f.status in (Status.FAIL, Status.UNKNOWN) for node in f.nodes}
     return [n for n in names if n in named]
 

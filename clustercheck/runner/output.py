@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any, Dict, List, NoReturn, Sequence
 
 import click
@@ -16,7 +17,7 @@ import click
 from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.display.report_files import new_report_path, write_report
 from clustercheck.runner.options import ClusterOptions, OutputOptions, from_params, to_args
-from clustercheck.runner.stage import RunResult, Stage, run_stages
+from clustercheck.runner.stage import RunResult, Stage, StageResult, run_stages
 
 
 def invocation() -> str:
@@ -39,6 +40,12 @@ class StageView:
         self.interrupted = run.interrupted
 
     @property
+    def shown(self) -> StageResult:
+        """The stage's result with the run's findings (the push's outcome, the word that nothing was checked):
+        the verdict on the screen, in the JSON and the report is the one the exit code follows."""
+        return replace(self.result, findings=self.run.findings)
+
+    @property
     def exit_code(self) -> int:
         return self.run.exit_code
 
@@ -49,31 +56,28 @@ class StageView:
 
     def to_json(self, command: str) -> Dict:
         if not self.gathered:
-            return {**json_header(self.stage.name, self.result.findings), "interrupted": self.interrupted}
-        return self.stage.to_json(self.result)
+            return {**json_header(self.stage.name, self.run.findings), "interrupted": self.interrupted}
+        return self.stage.to_json(self.shown)
 
     def render_terminal(self, verbose: bool) -> str:
         if not self.gathered:
-            return "\n".join(findings_lines(self.result.findings, verbose=True))
-        return self.stage.render_terminal(self.result, verbose)
+            return "\n".join(findings_lines(self.run.findings, verbose=True))
+        return self.stage.render_terminal(self.shown, verbose)
 
     def write_report(self, out: OutputOptions, command: str) -> List[str]:
         if not out.report or not self.gathered:
             return []
         path = new_report_path(self.stage.name, out.reports_dir)
-        images = self.stage.save_images(self.result, path[:-3])
-        write_report(self.stage.name, self.stage.render_markdown(self.result, command, images), path=path)
+        images = self.stage.save_images(self.shown, path[:-3])
+        write_report(self.stage.name, self.stage.render_markdown(self.shown, command, images), path=path)
         return [f"report: {path}"]
 
 
 def finish(view, out: OutputOptions) -> NoReturn:
     command = invocation()
-    if out.pushgateway:      # before the views: a push that failed is a finding of the run
+    if out.pushgateway:      # before the views: a push that failed is a finding of the run (run.after)
         from clustercheck.runner.push import push_run
-        finding = push_run(out.pushgateway, view.stages, view.run, view.name)
-        if hasattr(view, "result") and finding not in view.result.findings:
-            view.result.findings.append(finding)
-            view.run.after.remove(finding)
+        push_run(out.pushgateway, view.stages, view.run, view.name)
     try:
         notes = view.write_report(out, command)
     except OSError as exc:   # the findings still reach the screen; the report's loss is said

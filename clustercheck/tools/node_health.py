@@ -14,7 +14,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from clustercheck.core.inventory import Defaults, local_inventory
-from clustercheck.core.result import Finding, Status, run_judges, sort_findings, worst
+from clustercheck.core.result import Finding, Status, nothing_checked, run_judges, sort_findings, worst
 from clustercheck.core.thresholds import Config
 from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
@@ -86,7 +86,10 @@ def gpus_present(expected: int, found: Optional[int], source: str) -> List[Findi
 
 
 def reason(findings: List[Finding]) -> str:
-    """The worst findings' summaries on one line, for Slurm's reason (no newlines, no quotes, short)."""
+    """The worst findings' summaries on one line, for Slurm's reason (no newlines, no quotes, short); where no
+    finding checked anything, that is the reason."""
+    if nothing_checked(findings):
+        return "nothing was checked"
     bad = [f for f in findings if f.status is worst(findings) and f.status is not Status.OK]
     parts = []
     for finding in bad:   # the evidence names what is wrong here; the summary names the node ("on localhost")
@@ -99,10 +102,9 @@ def reason(findings: List[Finding]) -> str:
 def verdict(findings: List[Finding]) -> Tuple[int, str]:
     """(Nagios exit code, status line): 'CLUSTERCHECK CRITICAL - GPU ... Xid 79 ...'."""
     status = worst(findings)
-    passed = sum(1 for f in findings if f.status is Status.OK)
-    line = f"CLUSTERCHECK {NAGIOS[status]} - " + (reason(findings) if status is not Status.OK
-                                                    else f"{passed} check{'s' * (passed != 1)} passed")
-    return status.exit_code, line
+    passed = sum(1 for f in findings if f.status is Status.OK and f.checked)    # a note is no check that passed
+    said = reason(findings) if status is not Status.OK else f"{passed} check{'s' * (passed != 1)} passed"
+    return status.exit_code, f"CLUSTERCHECK {NAGIOS[status]} - {said}"
 
 
 NPD = {Status.OK: 0, Status.WARN: 0, Status.FAIL: 1, Status.UNKNOWN: 2}   # Node Problem Detector's plugin codes
