@@ -111,7 +111,7 @@ def test_diff_takes_an_nccl_tests_log_as_the_old_side(tmp_path):
 
 
 def probed(name, gpus, ports=()):
-    return Probed(Node(name), None, {"gpu": {"gpus": [{"name": g} for g in gpus]}, "infiniband": list(ports)})
+    return Probed(Node(name), facts={"gpu": {"gpus": [{"name": g} for g in gpus]}, "infiniband": list(ports)})
 
 
 def test_the_published_figure_follows_the_gpus_and_the_fabric():

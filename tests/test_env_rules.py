@@ -47,7 +47,7 @@ def cluster(num_nodes=4, change=None, slots=None, base="sandbox-node.json"):
         if change:
             change(i, doc)
         node = Node(name, slots=slots)
-        p = Probed(node, NodeResult(name, Outcome.OK), facts=doc, clock_offset_s=0.01 * i,
+        p = Probed(node, facts=doc, clock_offset_s=0.01 * i,
                    clock_uncertainty_s=0.05)
         probed.append(p)
     return probed

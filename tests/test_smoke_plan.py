@@ -50,7 +50,6 @@ def _finished(runs, summary=True):
     from clustercheck.node.facts import Probed
     from clustercheck.ranks.runs import LaunchResult
     from clustercheck.stages.smoke.facts import SmokeFacts
-    from clustercheck.transport.base import NodeResult, Outcome
 
     events = [{"event": "summary", "mode": "ddp", "world": 4, "steps": 10, "first_loss": 5.0, "last_loss": 2.0,
                "weights_agree": True, "nonfinite": None, "losses": {}, "reference": None,
@@ -59,7 +58,7 @@ def _finished(runs, summary=True):
     runs["n1"].events = events
     nodes = [Node(name) for name in runs]
     stage = LaunchResult("train", runs, 1.0, {"mode": "ddp", "save_at": 5})
-    return SmokeFacts(nodes, [Probed(n, NodeResult(n.name, Outcome.OK), facts={}) for n in nodes], stage=stage)
+    return SmokeFacts(nodes, [Probed(n, facts={}) for n in nodes], stage=stage)
 
 
 ABORT = ["terminate called without an active exception",

@@ -185,14 +185,13 @@ def test_a_stages_own_documents_are_judged_but_never_stand_for_the_probe():
     still see each node's packages and GPUs, or every node would look as if it lacked torch."""
     from clustercheck.node.facts import Probed
     from clustercheck.node.layer import NodeLayer
-    from clustercheck.transport.base import NodeResult, Outcome
     from clustercheck.transport.fanout import Cluster
 
     nodes = [Node("localhost", python=sys.executable)]   # the interpreter under test (scripts/test.sh's PYTHON=)
     listener = {"schema": 1, "host": {"hostname": "localhost", "resolves": {}}, "net": {"interfaces": {}}, "env": {}}
     with Cluster(nodes) as cluster:
         layer = NodeLayer(cluster, nodes)
-        layer.offer([Probed(nodes[0], NodeResult("localhost", Outcome.OK), facts=listener)])
+        layer.offer([Probed(nodes[0], facts=listener)])
         assert [f.check for f in layer.take_findings()][:2] == ["reach", "hostname.unique"]
         [probed] = layer.probed(ProbeOptions(timeout_s=30))
         assert "packages" in probed.facts and "torch" in probed.facts["packages"]["versions"]

@@ -13,9 +13,9 @@ from clustercheck.core.thresholds import EnvThresholds
 from clustercheck.node.facts import Probed
 from clustercheck.node.gpu_health import GpuFacts, gpu_health
 from clustercheck.onnode import gpuprobe, kernlog
-from clustercheck.outputs.dcgm import judge_dcgm
+from clustercheck.outputs.dcgm import judge_diag
+from clustercheck.outputs.dcgm_read import parse_diag
 from clustercheck.outputs.nccl_tests import PLACEMENTS, read_tables
-from clustercheck.transport.base import NodeResult, Outcome
 
 KINDS = ("nvidia-smi -q -x", "dcgmi diag", "kernel log (Xid)", "nccl-tests")
 
@@ -33,7 +33,7 @@ def kind_of(text: str) -> str:
 
 
 def _gpu_health(name: str, facts: dict) -> List[Finding]:
-    probed = Probed(Node(name), NodeResult(name, Outcome.OK), facts=facts)
+    probed = Probed(Node(name), facts=facts)       # a recorded document: no transport was crossed
     return gpu_health(GpuFacts([probed], EnvThresholds()))
 
 
@@ -49,7 +49,7 @@ def judge_recorded(path: str, text: str) -> List[Finding]:
                                                                 f"({exc})", [], "")]
         return _gpu_health(name, {"gpu": info})
     if kind == KINDS[1]:
-        return judge_dcgm(name, {"level": 0, "output": text})
+        return judge_diag(name, parse_diag(text), 0)     # the parsed document, judged as the device stage does
     if kind == KINDS[2]:
         events, not_kept = kernlog.xid_events(text.splitlines())
         return _gpu_health(name, {"gpu": {"gpus": []}, "kernel_log": {"readable": True, "source": name,

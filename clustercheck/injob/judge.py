@@ -29,7 +29,6 @@ from clustercheck.stages.env.stage import EnvStage
 from clustercheck.stages.storage.facts import StorageFacts
 from clustercheck.stages.storage.options import StorageOptions
 from clustercheck.stages.storage.stage import StorageStage
-from clustercheck.transport.base import NodeResult, Outcome
 
 LAUNCH_NAME = "job"     # the bench's findings say "bench.job": the job's own ranks, not a launch of ours
 
@@ -59,7 +58,7 @@ def _probed(gathered: Gathered) -> List[Probed]:
     for rank, doc in sorted(gathered.answered.items()):
         if doc.get("env") is not None:
             host = gathered.who[rank]["host"]
-            found.append(Probed(Node(host), NodeResult(host, Outcome.OK), doc["env"]))
+            found.append(Probed(Node(host), facts=doc["env"]))     # the rank's own document
     return found
 
 

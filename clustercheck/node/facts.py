@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.inventory import Node
-from clustercheck.transport.base import NodeResult
+from clustercheck.transport.base import NodeResult, Outcome
 
 NOT_INSTALLED = "not installed"
 DEFAULT_PYTHON = "python3"
@@ -125,12 +125,14 @@ def interpreter(node: Node) -> str:
 
 @dataclass
 class Probed:
-    """One node's probe: the transport's result, and the facts when there are any."""
+    """The answer of a node: its probe document (facts), or how it answered and why there is none. The node
+    layer makes one from a transport's result (answer_of), the job's ranks and explain from the documents they
+    hold: nothing is dressed as a transport's result that never crossed one."""
 
     node: Node
-    result: NodeResult
     facts: Optional[Dict] = None
     problem: str = ""                  # why there are no facts, in words
+    outcome: Outcome = Outcome.OK      # how the node answered the transport (OK: it answered, or a document)
     clock_offset_s: Optional[float] = None       # node clock minus this machine's clock
     clock_uncertainty_s: Optional[float] = None  # the offset is known to within this
 
@@ -186,3 +188,8 @@ def sxm_model_word(name: str, words) -> Optional[str]:
         return None
     return next((w for w in sorted(words, key=len, reverse=True)
                  if re.search(rf"(?<![A-Za-z0-9]){w}(?![A-Za-z0-9])", name)), None)
+
+
+def answer_of(node: Node, result: NodeResult, facts: Optional[Dict] = None, problem: str = "") -> Probed:
+    """A node's answer through the transport: its outcome, and its document where it gave one."""
+    return Probed(node, facts=facts, problem=problem, outcome=result.outcome)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.inventory import Node
-from clustercheck.node.facts import Probed, interpreter
+from clustercheck.node.facts import Probed, answer_of, interpreter
 from clustercheck.onnode import inline_command
 from clustercheck.transport.base import NodeResult, Outcome, Transport
 from clustercheck.transport.fanout import Cluster
@@ -80,7 +80,7 @@ def read_document(node: Node, result: NodeResult, schema: int = PROBE_SCHEMA) ->
 
 def interpret(node: Node, result: NodeResult, sent: float, answered: float) -> Probed:
     """Facts from the probe's stdout, or the reason there are none."""
-    probed = Probed(node, result)
+    probed = answer_of(node, result)
     facts, probed.problem = read_document(node, result)
     if facts is None:
         return probed

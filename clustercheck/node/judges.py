@@ -39,7 +39,7 @@ def unreachable(probed: Sequence[Probed]) -> List[Finding]:
     for p in probed:
         if p.facts is not None:
             continue
-        outcome = p.result.outcome
+        outcome = p.outcome
         if outcome.reached and outcome is not Outcome.TIMED_OUT:
             remedy = (f"name the interpreter that trains there (python= in the nodes file, or --python): "
                       f"non-interactive SSH found no working {interpreter(p.node)}")

@@ -68,7 +68,7 @@ def to_json(probed: Sequence[Probed], values: Dict[str, Dict[str, str]], finding
             config: Config) -> Dict:
     return {
         **json_header("env", findings), "thresholds": as_dict(config),
-        "nodes": {p.name: {"outcome": p.result.outcome.value, "problem": p.problem or None,
+        "nodes": {p.name: {"outcome": p.outcome.value, "problem": p.problem or None,
                            "clock_offset_s": p.clock_offset_s, "clock_uncertainty_s": p.clock_uncertainty_s,
                            "compared": values.get(p.name), "facts": p.facts} for p in probed},
     }

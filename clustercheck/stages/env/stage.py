@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from clustercheck.core.inventory import fold
-from clustercheck.core.result import Finding, Status, worst
+from clustercheck.core.result import Finding, Status, note, worst
 from clustercheck.core.thresholds import load_config
 from clustercheck.node.layer import NodeLayer
 from clustercheck.node.readiness import readiness_problems
@@ -68,8 +68,7 @@ class EnvStage(Stage):
             return Finding("baseline.saved", Status.WARN, f"baseline not written to {path}: {exc.strerror}", [],
                            "choose a writable path for --save-baseline")
         count = len({n for dists in view.dists.values() for n in dists})
-        return Finding("baseline.saved", Status.OK, f"baseline of {count} packages on {len(view.dists)} nodes written "
-                                                    f"to {path}")
+        return note("baseline.saved", f"baseline of {count} packages on {len(view.dists)} nodes written to {path}")
 
     def blocks(self, result: StageResult, later: Stage) -> str:
         problems = readiness_problems(result.facts.probed)

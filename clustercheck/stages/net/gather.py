@@ -38,9 +38,9 @@ def listener_documents(facts: NetFacts) -> List[Probed]:
     """The listeners' reports (they carry the probe's host / net / env sections) as probed nodes."""
     probed = []
     for node in facts.nodes:
-        result = facts.outcomes.get(node.name) or NodeResult(node.name, Outcome.OK)
-        probed.append(Probed(node, result, facts=facts.listeners.get(node.name),
-                             problem=facts.problems.get(node.name, "")))
+        outcome = facts.outcomes[node.name].outcome if node.name in facts.outcomes else Outcome.OK
+        probed.append(Probed(node, facts=facts.listeners.get(node.name), problem=facts.problems.get(node.name, ""),
+                             outcome=outcome))
     return probed
 
 
