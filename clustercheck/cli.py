@@ -26,6 +26,7 @@ from clustercheck.commands.sbatch import sbatch
 from clustercheck.commands.smoke import smoke
 from clustercheck.commands.stacks import stacks
 from clustercheck.commands.storage import storage
+from clustercheck.core import threads
 from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked
 from clustercheck.runner import interrupt
 from clustercheck.runner.crash import report_crash
@@ -60,15 +61,28 @@ cli.add_command(smoke)
 cli.add_command(stacks)
 
 
+STOP_THREADS_S = 2.0     # how long the interrupted tool waits for its threads to stop
+
+
 def _exit_interrupted() -> None:
-    """Exit 130 at once once the remote commands are stopped: an interpreter's shutdown with the fan-out's daemon
-    threads still in a blocking call can abort (SIGABRT, "FATAL: exception not rethrown"), read as a crash."""
+    """Exit 130 once the remote commands are stopped: every thread the tool started is stopped and joined first
+    (core/threads.py), so the interpreter exits as it normally does; a thread still in a blocking call at the
+    deadline would make its shutdown abort (SIGABRT, "FATAL: exception not rethrown", read as a crash): then,
+    and only then, the process ends at once, saying which threads."""
+    left = threads.stop_all(STOP_THREADS_S)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(EXIT_INTERRUPTED)
+    if left:
+        try:
+            sys.stderr.write(f"Interrupted: {len(left)} thread(s) still in a blocking call after {STOP_THREADS_S:g} s "
+                             f"({', '.join(sorted(set(left))[:4])}): exiting at once.\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 def main(argv=None) -> None:

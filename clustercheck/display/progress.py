@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Callable, Optional, TextIO
 
+from clustercheck.core import threads
 from clustercheck.core.progress import Progress, current, use
 
 __all__ = ["EVERY_S", "FIRST_S", "Printer", "Progress", "current", "running", "use"]
@@ -54,9 +55,8 @@ class Printer(Progress):
             self.shown, self.said_step = False, ""
             self.stop_event = threading.Event()
         if self.ticking:
-            self.thread = threading.Thread(target=self._beat, args=(self.stop_event,), daemon=True,
-                                           name="clustercheck-progress")
-            self.thread.start()
+            self.thread = threads.start(self._beat, "clustercheck-progress", stop=self.stop_event.set,
+                                        args=(self.stop_event,))
 
     def stop(self) -> None:
         """No more lines of its own for this stage (its lines still end with end()): the thread is stopped and

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Callable, Dict, Optional, Sequence
 
+from clustercheck.core import threads
 from clustercheck.core.inventory import Node
 from clustercheck.core.progress import current as current_progress
 from clustercheck.node.facts import Probed, interpreter
@@ -165,12 +166,12 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
             return
 
 
-def watch(runs: Dict[str, NodeRun], threads: Sequence[threading.Thread], clock: StallClock,
+def watch(runs: Dict[str, NodeRun], followers: Sequence[threading.Thread], clock: StallClock,
           started: float) -> Optional[float]:
     """Until every node ended: None, or the seconds of quiet once the run stalled. Once a node has failed,
     the others get FAILURE_GRACE_S to fail too (with their own error lines); ranks still waiting on the
     dead one would otherwise hang until the deadline."""
-    while any(thread.is_alive() for thread in threads):
+    while any(thread.is_alive() for thread in followers):
         failed = [r.ended_s for r in runs.values() if r.exit_code not in (0, None) and r.ended_s is not None]
         if failed and time.monotonic() - started > min(failed) + FAILURE_GRACE_S:
             for run in runs.values():
@@ -229,14 +230,12 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
     current_progress().step(f"the {what} run under torchrun", len(nodes), counted="ended")
     clock = StallClock(launch)
     halt = threading.Event()   # stalled or stopping: what ends now is the tool's doing, not the run's
-    threads = [threading.Thread(target=follow, daemon=True, args=(
+    followers = [threads.start(follow, f"clustercheck-follow-{n.name}", stop=halt.set, args=(
         runs[n.name], handles[n.name], started + launch.timeout_s, started, halt, clock, progress))
         for n in nodes if n.name in handles]
-    for thread in threads:
-        thread.start()
     stalled_s = forensics = None
     try:
-        stalled_s = watch(runs, threads, clock, started)
+        stalled_s = watch(runs, followers, clock, started)
         if stalled_s is not None:
             halt.set()
         hung = [n for n in nodes if n.name in handles and runs[n.name].exit_code is None
@@ -247,7 +246,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             forensics = take_forensics(cluster, hung, launch, run_id, sum(launch.nproc[n.name] for n in hung))
     finally:
         halt.set()   # what ends from here on was stopped by the tool: not the run's own exit code
-        for thread in threads:
+        for thread in followers:
             thread.join(timeout=2.0)
         collect(runs, handles)
         if capture is not None:

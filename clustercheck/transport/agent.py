@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from clustercheck.core import threads
 from clustercheck.transport import heartbeat
 from clustercheck.transport.agent_sh import AGENT
 from clustercheck.transport.base import (
@@ -181,7 +182,7 @@ class Session:
         self._gone = threading.Event()
         self._reader = FrameReader(self.boundary, self._sink)
         self.pipe = opener(agent_argv(self.boundary, lost_after_s))
-        threading.Thread(target=self._read, name=f"clustercheck-session-{node}", daemon=True).start()
+        threads.start(self._read, f"clustercheck-session-{node}", stop=self.pipe.close)
         if not self._hello.wait(hello_timeout_s) or self.dead:
             why = self.pipe.errors().strip().splitlines()
             self.pipe.close()

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
+from clustercheck.core import threads
 from clustercheck.core.errors import EXIT_UNKNOWN
 from clustercheck.core.inventory import Node
 from clustercheck.core import progress
@@ -52,9 +53,10 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
     for index in range(len(items)):
         todo.put(index)
     done = threading.Semaphore(0)
+    stopping = threading.Event()     # the run is stopped: take no new item (the one in hand has its deadline)
 
     def worker():
-        while True:
+        while not stopping.is_set():
             try:
                 index = todo.get_nowait()
             except queue.Empty:
@@ -67,7 +69,7 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
                 done.release()
 
     for _ in range(max(1, min(workers, len(items)))):
-        threading.Thread(target=worker, daemon=True).start()
+        threads.start(worker, "clustercheck-fanout", stop=stopping.set)
     for _ in range(len(items)):
         while not done.acquire(timeout=0.2):  # wake up now and then so Ctrl-C is seen
             pass

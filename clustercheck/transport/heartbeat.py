@@ -11,6 +11,8 @@ import threading
 import weakref
 from typing import List
 
+from clustercheck.core import threads
+
 HEARTBEAT_S = 5.0
 
 _sessions: "weakref.WeakSet" = weakref.WeakSet()
@@ -46,6 +48,5 @@ def forget(session) -> None:
 def _start() -> None:
     with _beating:
         if not _beater:
-            _beater.append(threading.Thread(target=_beat_forever, name="clustercheck-heartbeat", daemon=True))
-            _beater[0].start()
+            _beater.append(threads.start(_beat_forever, "clustercheck-heartbeat", stop=_beats_stop.set))
             atexit.register(stop)

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Optional, Set
 
+from clustercheck.core import threads
 from clustercheck.transport.agent import Pipe, Session
 from clustercheck.transport.base import (
     Capture,
@@ -177,8 +178,7 @@ class LocalRunning(Running):
         self.err = StreamTail()
         self.ended = False
         self._changed = threading.Condition()
-        self._pump = threading.Thread(target=self._read_both, daemon=True)
-        self._pump.start()
+        self._pump = threads.start(self._read_both, "clustercheck-local-pump", stop=lambda: stop(self.proc))
 
     def _read_both(self) -> None:
         with selectors.DefaultSelector() as sel:
