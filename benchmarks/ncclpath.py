@@ -117,7 +117,7 @@ def ras_cost(nodes: int, repeat: int) -> None:
     client's wall) against a replaying port with a report of the job's size, and the judge over every node's
     answer; the reference: a plain connect and read of the same bytes."""
     import socket
-    from clustercheck.node.nccl_ras import judge_ras
+    from clustercheck.nccl.ras_judge import judge_ras
     from clustercheck.onnode.ncclras import ask
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from ras_replay import start_in_thread

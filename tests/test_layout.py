@@ -12,7 +12,7 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 # The judges: pure functions from gathered facts to findings, importable where neither the CLI nor SSH is.
 JUDGE_FILES = ("rules.py", "judges.py", "classify.py", "forensics.py", "fit.py", "topology.py", "xid.py",
-               "gpu_health.py", "dcgm.py")
+               "gpu_health.py", "dcgm.py", "path_judge.py", "impossible_facts.py", "diag_judge.py", "ras_judge.py")
 
 
 def modules():
@@ -119,11 +119,12 @@ def test_architecture_lists_every_module():
 
 def test_the_layers_below_the_stages_import_no_stage_and_metrics_no_runner():
     """The judges below the stages (the failure judge and its vocabulary, the tools' outputs, the node layer's
-    GPU health) serve a stage, explain and any gatherer alike: they know no stage, and explain imports none; the
-    metrics package builds from findings and samples and sits below the runner (issue 43)."""
+    GPU health, NCCL's judges) serve a stage, explain and any gatherer alike: they know no stage, and explain
+    imports none; the metrics package builds from findings and samples and sits below the runner (issue 43)."""
     known = modules()
     below = [("clustercheck.failure", "clustercheck.stages"), ("clustercheck.vocabulary", "clustercheck.stages"),
              ("clustercheck.outputs", "clustercheck.stages"), ("clustercheck.node", "clustercheck.stages"),
+             ("clustercheck.nccl", "clustercheck.stages"),
              ("clustercheck.explain", "clustercheck.stages"), ("clustercheck.metrics", "clustercheck.runner"),
              # the progress a run reports is core's noun: the transport and core tell it, never the display
              ("clustercheck.transport", "clustercheck.display"), ("clustercheck.core", "clustercheck.display")]

@@ -5,8 +5,8 @@
 
 from clustercheck.explain import nccl_view
 from clustercheck.explain.reader import read_logs
-from clustercheck.node.nccl_facts import judge_facts
-from clustercheck.node.nccl_paths import judge_paths, paths_by_host
+from clustercheck.nccl.impossible_facts import judge_facts
+from clustercheck.nccl.path_judge import judge_paths, paths_by_host
 from clustercheck.onnode import ncclpath
 
 

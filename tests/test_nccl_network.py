@@ -178,7 +178,7 @@ def test_ncc_diagnostics_that_passed_are_said_and_a_flagged_check_warns_naming_t
 
 
 def test_bench_and_smoke_turn_ncc_diagnostics_on_where_every_node_s_nccl_has_them_and_read_the_report():
-    from clustercheck.node.nccl_diag import judge_diag
+    from clustercheck.nccl.diag_judge import judge_diag
     from clustercheck.ranks.nccl_capture import Capture, has_diagnostics, nccl_version, plan_capture, read_diag
     from clustercheck.ranks.runs import NodeRun
     assert has_diagnostics(["2.31.0", "2.31.2"]) and not has_diagnostics(["2.31.0", "2.30.7"])

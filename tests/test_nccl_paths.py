@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from clustercheck.node.nccl_paths import judge_paths, path_rows, paths_by_host, paths_by_node
+from clustercheck.nccl.path_judge import judge_paths, path_rows, paths_by_host, paths_by_node
 from clustercheck.onnode import ncclpath
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-logs")
@@ -89,7 +89,7 @@ def test_ib_disabled_by_a_variable_is_the_cause_said():
     paths = paths_by_host(summary("socket-ibdisable1-ipv6-2.5.6-nccl-issue-529.txt"))
     path = next(iter(paths.values()))
     assert path.env.get("NCCL_IB_DISABLE") == "1"
-    from clustercheck.node.nccl_paths import why_sockets
+    from clustercheck.nccl.path_judge import why_sockets
     assert why_sockets(path) == "NCCL_IB_DISABLE=1 is set"
 
 

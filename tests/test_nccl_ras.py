@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 
-from clustercheck.node.nccl_ras import judge_ras
+from clustercheck.nccl.ras_judge import judge_ras
 from clustercheck.onnode import ncclras
 from tests.ras_replay import start_in_thread
 

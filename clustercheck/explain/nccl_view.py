@@ -1,7 +1,7 @@
 """NCCL's path in a user's log, node by node, on explain's first screen and in its JSON: the network between
 nodes as users name it, what carried the traffic inside the node, the net plugin, GPUDirect RDMA, the line that
-shows a fallback; judged from the log alone (node/nccl_paths.py with no probe beside it), with what NCCL's own
-diagnostics said (node/nccl_diag.py)."""
+shows a fallback; judged from the log alone (nccl/path_judge.py with no probe beside it), with what NCCL's own
+diagnostics said (nccl/diag_judge.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Dict, List, Tuple
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
-from clustercheck.node.nccl_diag import judge_diag
-from clustercheck.node.nccl_paths import NodePath, judge_paths, paths_by_host
+from clustercheck.nccl.diag_judge import judge_diag
+from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_host
 
 
 def node_doc(path: NodePath) -> Dict:

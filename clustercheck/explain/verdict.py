@@ -85,7 +85,7 @@ def stopped_in_collective(view: LogView) -> List[str]:
 
 def diagnostics_only(view: LogView) -> bool:
     """The lines are NCCL's DIAG report alone (NCCL 2.31's RAS / active diagnostics): an output whose checks are
-    its own (node/nccl_diag.py judges them), not a job's log that should show the job's end."""
+    its own (nccl/diag_judge.py judges them), not a job's log that should show the job's end."""
     ranks = [r for r in view.nccl_ranks.values() if r["lines"]]
     return bool(ranks) and not view.candidates and all(len(r["diag"]) >= r["lines"] for r in ranks)
 

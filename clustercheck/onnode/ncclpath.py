@@ -66,7 +66,7 @@ _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
 # WARNs that say the net NCCL wanted could not start: libibverbs absent (2.3 to 2.30), verbs that failed to open or
 # list the devices (misc/ibvwrap.cc), an IB device that could not be opened or no IP interface for its out-of-band,
-# aws-ofi-nccl failing (NET/OFI); a fallback only where the job then shows sockets (node/nccl_network.py)
+# aws-ofi-nccl failing (NET/OFI); a fallback only where the job then shows sockets (nccl/network.py)
 _NET_WARN = re.compile(r"Failed to open libibverbs|Call to ibv_(?:open_device|get_device_list|query_\w+) failed|"
                        r"NET/IB ?: (?:Unable to open|Unable to query|No IP interface|No device)|"
                        r"NET/OFI .*(?:[Ff]ailed|[Cc]ouldn't|[Uu]nable|No eligible|not supported)")
@@ -361,7 +361,7 @@ def pair_of(segment, _cache={}):
 
 def _peer(rank, kind, line, start, via):
     """The ranks a connection joins, one line of each kind kept per pair (the judges ask whether the two are on the
-    same host: nccl_facts.py)."""
+    same host: nccl/impossible_facts.py)."""
     peers = rank["peers"]
     if len(peers) >= MAX_PEERS:
         return

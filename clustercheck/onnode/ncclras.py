@@ -8,7 +8,7 @@ The address is --addr, else NCCL_RAS_ADDR, else localhost:28028 (NCCL's default)
 `CLIENT PROTOCOL 2` -> `SERVER PROTOCOL N`; `TIMEOUT S` -> `OK` (how long RAS may wait for unresponsive
 peers); `SET FORMAT json` -> `OK` from NCCL 2.28.7 on (an older NCCL answers `ERROR: Unknown command`: the text
 report is read instead); `VERBOSE STATUS` -> the report, up to the server closing the connection, read here into
-one small shape (dead, missing, mismatched, erring ranks: node/nccl_ras.py judges it). A port that is closed,
+one small shape (dead, missing, mismatched, erring ranks: nccl/ras_judge.py judges it). A port that is closed,
 silent, slow or answers anything else is said with why ("answered": false), never guessed.
 """
 

@@ -21,7 +21,7 @@ class Forensics:
     summary: str
     groups: List[Group] = field(default_factory=list)      # odd first, as stacks.fold_stacks orders them
     odd: List[ProcessStack] = field(default_factory=list)
-    ras: List = field(default_factory=list)     # what NCCL's RAS said of the job (node/nccl_ras.py's findings)
+    ras: List = field(default_factory=list)     # what NCCL's RAS said of the job (nccl/ras_judge.py's findings)
 
     @property
     def remedy(self) -> str:

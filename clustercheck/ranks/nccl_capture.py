@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import Probed, get, interpreter
-from clustercheck.node.nccl_diag import judge_diag
-from clustercheck.node.nccl_paths import NodePath, judge_paths, paths_by_node
+from clustercheck.nccl.diag_judge import judge_diag
+from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_node
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.ncclpath import summarize
 from clustercheck.ranks.runs import LaunchResult, NodeRun

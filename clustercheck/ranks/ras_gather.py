@@ -1,5 +1,5 @@
 """Asking NCCL's RAS on every node through the transport (onnode/ncclras.py, no binary needed), judged by
-node/nccl_ras.py: used by `clustercheck stacks` on a user's running job and by bench and smoke when a run stops
+nccl/ras_judge.py: used by `clustercheck stacks` on a user's running job and by bench and smoke when a run stops
 moving, beside the stacks. Bounded: each node's client has its deadline, the command a few seconds more."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding
 from clustercheck.node.facts import interpreter
 from clustercheck.node.gather import parse_document
-from clustercheck.node.nccl_ras import judge_ras
+from clustercheck.nccl.ras_judge import judge_ras
 from clustercheck.onnode import inline_command
 from clustercheck.transport.base import Outcome
 from clustercheck.transport.fanout import Cluster

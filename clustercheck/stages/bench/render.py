@@ -9,7 +9,7 @@ from tabulate import tabulate
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
 from clustercheck.display.findings import findings_lines, findings_markdown, json_header, report_header
-from clustercheck.node.nccl_paths import PATH_HEADERS, path_rows
+from clustercheck.nccl.path_judge import PATH_HEADERS, path_rows
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.runs import launched_by
 from clustercheck.stages.bench.facts import BenchFacts

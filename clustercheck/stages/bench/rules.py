@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.node.nccl_paths import NodePath
+from clustercheck.nccl.path_judge import NodePath
 from clustercheck.ranks.nccl_capture import capture_findings, captured_paths
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report

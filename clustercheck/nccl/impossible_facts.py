@@ -157,7 +157,7 @@ def _gdr_some(paths: Dict) -> List[Finding]:
 
 
 def judge_facts(paths: Dict) -> List[Finding]:
-    """The impossible facts of NCCL's lines over the nodes' paths (node -> nccl_paths.NodePath)."""
+    """The impossible facts of NCCL's lines over the nodes' paths (node -> path_judge.NodePath)."""
     ranks = [r for p in paths.values() for r in p.ranks]
     findings = _placement(ranks)
     if not _socket_ifname_set(paths):

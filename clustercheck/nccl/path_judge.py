@@ -3,7 +3,7 @@ node has (bench and smoke: issue 38).
 
 The summaries come from NCCL's own lines (onnode/ncclpath.py: on the nodes over the ranks' NCCL_DEBUG_FILE
 logs, or over a user's log in `explain`); the network, GPUDirect and fallback lines are named by
-node/nccl_network.py; the node's facts, where there are some, from the env probe (its RDMA ports and their state,
+nccl/network.py; the node's facts, where there are some, from the env probe (its RDMA ports and their state,
 the GPUDirect module). Judged:
 - sockets between nodes after a plugin or the IB transport failed or found no device, or forced by a variable:
   WARN naming the nodes and NCCL's line; FAIL on a node with an active RDMA port;
@@ -26,8 +26,8 @@ from clustercheck.core.compare import group_by_value
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get
-from clustercheck.node import nccl_network
-from clustercheck.node.nccl_facts import judge_facts
+from clustercheck.nccl import network as nccl_network
+from clustercheck.nccl.impossible_facts import judge_facts
 
 VIRTUAL_IF = re.compile(r"^(?:docker\d*|lo|virbr\d*|veth\w*|br-\w+|br\d+|cni\d*|flannel\S*|cali\w+|tun\d+|tap\d+|"
                         r"kube-\w+|podman\d*)$")
