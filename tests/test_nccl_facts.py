@@ -7,11 +7,11 @@ from clustercheck.explain import nccl_view
 from clustercheck.explain.reader import read_logs
 from clustercheck.nccl.impossible_facts import judge_facts
 from clustercheck.nccl.path_judge import judge_paths, paths_by_host
-from clustercheck.onnode import ncclpath
+from clustercheck.onnode import nccl_log_reader
 
 
 def paths(lines):
-    return paths_by_host(ncclpath.summarize(lines))
+    return paths_by_host(nccl_log_reader.summarize(lines))
 
 
 def checks(lines):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from clustercheck.explain.verdict import explain, render
-from clustercheck.onnode import ncclpath
+from clustercheck.onnode import nccl_log_prefix, nccl_log_reader
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-logs")
 
@@ -124,7 +124,7 @@ def test_every_line_is_given_a_node_and_none_is_called_a_question_mark():
     ("", "log"),                                                             # nothing: the file's node
 ])
 def test_the_node_of_a_line_comes_from_every_prefix_ncc_and_launchers_write(head, node):
-    assert ncclpath.where(head, "log")[0][0] == node
+    assert nccl_log_prefix.where(head, "log")[0][0] == node
 
 
 def test_explain_shows_the_path_per_node_on_its_first_screen_and_all_of_it_in_json():
@@ -151,7 +151,7 @@ def test_lines_joined_on_one_are_each_read():
     line = open(os.path.join(DATA, "ibext-gdr-wrappedlines-2node-DeepEP-issue-106.txt"), errors="replace").read()
     joined = max(line.splitlines(), key=lambda l: l.count("NCCL INFO"))
     assert joined.count("NCCL INFO") > 1
-    ncclpath.read_line(joined, ranks, job)
+    nccl_log_reader.read_nccl_line(joined, ranks, job)
     assert sum(sum(r["inter"].values()) for r in ranks.values()) == joined.count("via NET/")
 
 

@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from clustercheck.nccl.path_judge import judge_paths, path_rows, paths_by_host, paths_by_node
-from clustercheck.onnode import ncclpath
+from clustercheck.onnode import nccl_log_reader
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-logs")
 IB_UP = {"infiniband": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand"}]}
 
 
 def summary(name):
-    return ncclpath.summarize_files([os.path.join(DATA, name)])
+    return nccl_log_reader.summarize_files([os.path.join(DATA, name)])
 
 
 def by_check(findings):
@@ -134,7 +134,7 @@ def test_lines_cut_or_interleaved_are_read_line_by_line_never_a_crash():
     text = open(os.path.join(DATA, "ib-gdr-cumem-2node-h20-nccl-issue-1189.txt"), errors="replace").read()
     lines = text.splitlines()
     mangled = [line[: len(line) // 2] for line in lines] + [a + b for a, b in zip(lines[::2], lines[1::2])]
-    result = ncclpath.summarize(mangled)
+    result = nccl_log_reader.summarize(mangled)
     assert isinstance(result["ranks"], list)
     assert path_rows(paths_by_host(result)) is not None
 
@@ -142,7 +142,7 @@ def test_lines_cut_or_interleaved_are_read_line_by_line_never_a_crash():
 def test_the_reader_runs_alone_on_a_node_with_the_standard_library(tmp_path):
     log = tmp_path / "nccl.host.123.log"
     log.write_text(open(os.path.join(DATA, "ib-gdr-cumem-2node-h20-nccl-issue-1189.txt"), errors="replace").read())
-    out = subprocess.run([sys.executable, "-S", ncclpath.__file__, str(log), str(tmp_path / "missing.log")],
+    out = subprocess.run([sys.executable, "-S", nccl_log_reader.__file__, str(log), str(tmp_path / "missing.log")],
                          capture_output=True, text=True, check=True).stdout
     import json
     doc = json.loads(out)
@@ -198,13 +198,13 @@ def test_a_large_log_counted_in_bulk_reads_as_every_line_read_alone(monkeypatch)
         lines += open(os.path.join(DATA, name), errors="replace").read().split("\n") * 100
     alone, alone_job = {}, {}
     for line in lines:
-        ncclpath.read_line(line.rstrip("\r"), alone, alone_job)
+        nccl_log_reader.read_nccl_line(line.rstrip("\r"), alone, alone_job)
     calls = []
-    read_line = ncclpath.read_line
-    monkeypatch.setattr(ncclpath, "read_line", lambda *args: calls.append(args[0]) or read_line(*args))
+    read_line = nccl_log_reader.read_nccl_line
+    monkeypatch.setattr(nccl_log_reader, "read_nccl_line", lambda *args: calls.append(args[0]) or read_line(*args))
     bulk, bulk_job = {}, {}
     for start in range(0, len(lines), 200):          # blocks, as explain reads a log in chunks
-        ncclpath.read_lines(lines[start:start + 200], bulk, bulk_job)
+        nccl_log_reader.read_nccl_lines(lines[start:start + 200], bulk, bulk_job)
     assert list(bulk.items()) == list(alone.items()) and bulk_job == alone_job
     assert [list(r["inter"].items()) for r in bulk.values()] == [list(r["inter"].items()) for r in alone.values()]
     connections = [line for line in lines if " via " in line]

@@ -8,7 +8,7 @@ import socket
 import threading
 
 from clustercheck.nccl.ras_judge import judge_ras
-from clustercheck.onnode import ncclras
+from clustercheck.onnode import nccl_ras_client
 from tests.ras_replay import start_in_thread
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "nccl-diag")
@@ -20,7 +20,7 @@ def recorded(name):
 
 
 def ask(port, deadline_s=5.0):
-    return ncclras.ask(f"127.0.0.1:{port}", deadline_s)
+    return nccl_ras_client.ask(f"127.0.0.1:{port}", deadline_s)
 
 
 def test_a_json_report_names_the_missing_rank_with_its_process_and_host():
@@ -71,7 +71,7 @@ def test_a_closed_silent_or_garbage_port_is_unknown_with_why_and_never_a_hang():
 
 
 def test_a_bad_ras_address_is_said():
-    assert "NCCL_RAS_ADDR" in ncclras.ask("localhost", 1.0)["why"]
+    assert "NCCL_RAS_ADDR" in nccl_ras_client.ask("localhost", 1.0)["why"]
 
 
 def test_a_hang_s_evidence_carries_what_ras_said_and_nothing_where_no_ncc_job_answered():

@@ -34,7 +34,7 @@ def test_stacks_asks_ras_on_every_node_and_says_what_it_answered_and_why_a_node_
         assert "AllGather operation counts" in ras["WARN"]["summary"], ras
         assert "rank 12 (process 323032 on 10.137.190.124, GPU 4)" in " ".join(ras["WARN"]["evidence"])
         assert ras["UNKNOWN"]["nodes"] == [closed.name] and "nothing listens" in ras["UNKNOWN"]["summary"]
-        left = faults.node_exec(box, answering.name, ["sh", "-c", "ls /tmp/*ncclras* 2>/dev/null | wc -l"]).stdout
+        left = faults.node_exec(box, answering.name, ["sh", "-c", "ls /tmp/*nccl_ras_client* 2>/dev/null | wc -l"]).stdout
         assert left.strip() == "0"                                 # the client leaves nothing behind
     finally:
         server.kill()

@@ -27,7 +27,7 @@ except ImportError:    # pragma: no cover - the package depends on it; a slower 
 from clustercheck.core.errors import InputError
 from clustercheck.explain.recorded import kind_of as recorded_kind
 from clustercheck.flight.read import form_of as flight_form
-from clustercheck.onnode import ncclpath, ncclprefix
+from clustercheck.onnode import nccl_log_prefix, nccl_log_reader
 from clustercheck.failure.lines import STRUCTURE
 from clustercheck.vocabulary import ends
 from clustercheck.vocabulary.table import prefilter_source
@@ -52,7 +52,7 @@ CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, e
 # exception: a connect NCCL retries (socket.cc's "connect ... returned Connection refused, retrying") is the only
 # word of an unreachable peer in a log cut before NCCL gives up, so the classifier weighs it with the rest
 _RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
-_NCCL_BARE = re.compile(b"(?m)" + ncclprefix.BARE_SOURCE.encode() + rb"|\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
+_NCCL_BARE = re.compile(b"(?m)" + nccl_log_prefix.BARE_SOURCE.encode() + rb"|\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
 _NCCL_BARE_SCAN = fast_re.compile(_NCCL_BARE.pattern)      # over a whole chunk: RE2 is 6x faster there
 
 
@@ -67,7 +67,7 @@ class LogView:
     cut_lines: int = 0
     skipped: List[str] = field(default_factory=list)     # files in a directory that are not logs, and why
     recorded: Dict[str, str] = field(default_factory=dict)   # file -> its text: an output clustercheck reads
-    nccl_ranks: Dict = field(default_factory=dict)            # NCCL's own lines, read by onnode/ncclpath.py
+    nccl_ranks: Dict = field(default_factory=dict)            # NCCL's own lines, read by onnode/nccl_log_reader.py
     nccl_job: Dict = field(default_factory=dict)
     total_lines: int = 0                                      # every line of every file read as a log
     ends: List[Tuple[str, str]] = field(default_factory=list)  # (node, line): the job's own word that it ended well
@@ -213,7 +213,7 @@ def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
 
 def nccl_lines(data: bytes) -> Tuple[List[bytes], Optional[Callable[[bytes], bool]]]:
     """The lines of a chunk for the path reader, and which of them NCCL wrote (None: all of them): where NCCL's lines
-    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), ncclpath.read_lines asks once per distinct
+    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), nccl_log_reader.read_nccl_lines asks once per distinct
     line; where they are a few (a training log), they are picked out in C, and the lines whose prefix a poster
     stripped are looked for by RE2 over the chunk, no Python per line."""
     sample = data[:1 << 16]
@@ -273,7 +273,7 @@ def read_logs(paths: List[str]) -> LogView:
                     view.bytes_read += handle.tell()
                     for line in view.recorded[path].splitlines():    # nccl-tests with NCCL_DEBUG=INFO
                         if "NCCL" in line:
-                            ncclpath.read_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
+                            nccl_log_reader.read_nccl_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
                     if kind in LINES_TOO:     # a kernel log is a node's log too: its lines name causes (OOM killer...)
                         _add_candidates(view, candidate_lines(data), node_of_file(path, several), None)
                     continue
@@ -281,9 +281,9 @@ def read_logs(paths: List[str]) -> LogView:
                 node = node_of_file(path, several)
                 file_rank = rank_of_file(path) if several else None
                 last = b""
-                for data, cut_alone in chunks(handle):    # the path NCCL took (onnode/ncclpath.py)
+                for data, cut_alone in chunks(handle):    # the path NCCL took (onnode/nccl_log_reader.py)
                     lines, wanted = nccl_lines(data)
-                    ncclpath.read_lines(lines, view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
+                    nccl_log_reader.read_nccl_lines(lines, view.nccl_ranks, view.nccl_job, node, wanted, _line_text)
                     found = [(data, True)] if cut_alone else candidate_lines(data)
                     _add_candidates(view, found, node, file_rank)
                     view.total_lines += data.count(b"\n") + (not data.endswith(b"\n"))

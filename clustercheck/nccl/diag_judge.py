@@ -1,7 +1,7 @@
 """What NCCL's own diagnostics said (NCCL 2.31 and later: `NCCL_RUN_DIAGNOSTICS=1` runs the active checks, a P2P
 transfer over every GPU pair NCCL means to use; `NCCL_RUN_RAS_DIAGNOSTICS=1`, `ncclras -D` or the RAS port's
 `diagnostics` command compare GPU inventory, CUDA driver, ECC, NVLink and the NCCL_* variables across ranks), judged
-from the `NCCL DIAG` lines (onnode/ncclpath.py keeps them per rank).
+from the `NCCL DIAG` lines (onnode/nccl_log_reader.py keeps them per rank).
 
 The structure is NCCL's documentation's (docs/userguide/source/troubleshooting/diagnostics.rst and ras.rst, "RAS
 Diagnostics", NVIDIA/nccl 8898068; the recorded examples are in tests/data/nccl-diag): each line `[host:pid] NCCL

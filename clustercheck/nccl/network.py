@@ -1,5 +1,5 @@
 """The network NCCL used, named as users know it, whether GPUDirect RDMA carried it, and the line that shows a
-fallback: read from NCCL's own lines alone (onnode/ncclpath.py's summaries), so that a user's log is judged from
+fallback: read from NCCL's own lines alone (onnode/nccl_log_reader.py's summaries), so that a user's log is judged from
 its own evidence.
 
 NCCL names its net by the transport or plugin (`ncclNet->name`: "IB", "Socket", "IBext_v8", "AWS Libfabric",

@@ -1,7 +1,7 @@
 """The path NCCL took on each node, judged from its own lines alone (a user's log: issue 44) or against what the
 node has (bench and smoke: issue 38).
 
-The summaries come from NCCL's own lines (onnode/ncclpath.py: on the nodes over the ranks' NCCL_DEBUG_FILE
+The summaries come from NCCL's own lines (onnode/nccl_log_reader.py: on the nodes over the ranks' NCCL_DEBUG_FILE
 logs, or over a user's log in `explain`); the network, GPUDirect and fallback lines are named by
 nccl/network.py; the node's facts, where there are some, from the env probe (its RDMA ports and their state,
 the GPUDirect module). Judged:

@@ -1,7 +1,7 @@
 """What NCCL's RAS says of a running job (NCCL 2.24+, on by default), judged: ranks dead or missing, ranks in error,
 and the collective whose counts differ between ranks, the ranks behind named with their process and node.
 
-The replies come from onnode/ncclras.py on each node, which reads both of NCCL's formats into one shape there (only
+The replies come from onnode/nccl_ras_client.py on each node, which reads both of NCCL's formats into one shape there (only
 that crosses the network; its reader is used here for a reply recorded whole), judged here once: the JSON of `SET FORMAT json` (2.28.7+: communicators, their ranks with status and collective_counts, the
 missing_ranks with unresponsive / considered_dead) and the text report of `VERBOSE STATUS` (its Errors and Warnings
 sections: DEAD and INCOMPLETE processes, `#g-c (hash) INCOMPLETE` with the missing ranks, `MISMATCH` with "N ranks
@@ -18,10 +18,10 @@ from typing import Dict, List
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
-from clustercheck.onnode.ncclras import MAX_SAID, read_reply
+from clustercheck.onnode.nccl_ras_client import MAX_SAID, read_reply
 
 def judge_ras(replies: Dict[str, Dict], hung: bool = False) -> List[Finding]:
-    """replies: node -> onnode/ncclras.py's document. hung: asked because the job stopped moving."""
+    """replies: node -> onnode/nccl_ras_client.py's document. hung: asked because the job stopped moving."""
     read = {node: doc["view"] if "view" in doc else read_reply(doc) for node, doc in replies.items()
             if doc.get("answered")}
     unknown = {node: doc.get("why") or "its reply reads as neither of NCCL's RAS formats"

@@ -1,12 +1,29 @@
 """Node-side programs: everything clustercheck runs on the nodes, shipped from here alone.
 
 Two ways to travel:
-- the probes (env_probe, net_probe, stacks_probe and the helpers they share, nodelib.py) are
-  standard-library files that travel inside the command line itself (compressed, base64), so
-  running one costs a single exec on the node and leaves no file behind to clean up;
-- the programs torchrun starts (bench's worker, and the reference trainer with its entry, hang
-  hook and rank faults) are written into the node's run directory: `bench_files()` and
-  `trainer_files()` give their bytes under the names they have there.
+- the probes and readers are standard-library files that travel inside the command line itself (compressed,
+  base64, with the helpers HELPERS names registered before them), so running one costs a single exec on the node
+  and leaves no file behind to clean up;
+- the programs torchrun starts (bench's worker, and the reference trainer with its entry, hang hook and rank
+  faults) are written into the node's run directory: `bench_files()` and `trainer_files()` give their bytes under
+  the names they have there.
+
+What each module is:
+- the probes: env_probe.py (what the node runs), net_probe.py (listeners, connections, link quality, SSH),
+  device_probe.py (each device under load), storage_probe.py (a directory written and read from every rank slot),
+  stacks_probe.py (the Python stacks of chosen processes);
+- their helpers: nodelib.py (files, commands and names under deadlines, interfaces, the environment, one JSON
+  line), gpuprobe.py (NVIDIA GPUs by pynvml or nvidia-smi), gpusample.py (clocks, power, throttling while loaded),
+  kernlog.py (Xid events from the kernel log), fabric.py (RDMA ports from sysfs), dstate.py (what a process waits
+  on in the kernel), mounts.py (where a path lives, an OSError said), sweep.py (what a launch leaves, undone);
+- NCCL's: nccl_log_reader.py reads its whole log into per-rank summaries (the path it took), with
+  nccl_log_prefix.py (where a line came from), nccl_log_info.py (what an INFO line says of its set-up) and
+  nccl_log_connections.py (its connection lines); nccl_ras_client.py asks its RAS for the job's state;
+- what torchrun starts: bench_worker.py (pair rounds and collective sweeps) with rounds.py (the rounds of disjoint
+  pairs and the slow-node search), train_entry.py (the trainer's hooks, then its main()), hang.py (what a rank
+  says when asked why it stopped), rank_faults.py (faults a rank makes on purpose, for the sandbox),
+  buildlocks.py (the extension build locks a rank holds), dsconfig.py (the user's DeepSpeed config, "auto"
+  resolved).
 
 The reference trainer is a package of its own (reference_train/) that knows nothing of
 clustercheck: its files are read from where it is installed, never imported.
@@ -24,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The helper modules each program imports, in the order they must be registered.
 HELPERS = {"env_probe": ("nodelib", "gpuprobe", "kernlog", "fabric", "sweep"), "net_probe": ("nodelib",),
            "device_probe": ("nodelib", "gpuprobe", "gpusample"), "storage_probe": ("nodelib", "dstate", "mounts"),
-           "ncclpath": ("ncclprefix",)}
+           "nccl_log_reader": ("nccl_log_prefix", "nccl_log_info", "nccl_log_connections")}
 
 # argv[1] is "name:blob,name:blob,...": the helpers become importable modules, the last
 # entry runs as __main__ with argv as if the file itself had been run.

@@ -2,7 +2,7 @@
 
 Ranks on NCCL run with NCCL_DEBUG=INFO written to a file per process in their node's run directory
 (NCCL_DEBUG_FILE=nccl.%h.%p.log: NCCL puts the host and pid in), never to the console; after the launch each
-node reads its own files with onnode/ncclpath.py and sends back only the summary (8 ranks' INFO lines stay on
+node reads its own files with onnode/nccl_log_reader.py and sends back only the summary (8 ranks' INFO lines stay on
 the node), and the files are removed unless the user keeps them. A user's own NCCL_DEBUG or NCCL_DEBUG_FILE is
 respected and said: their file is read where its name says where it is; their console output, from the ranks'
 stderr the launch collected; else the path is unknown, with why.
@@ -22,7 +22,7 @@ from clustercheck.node.facts import Probed, get, interpreter
 from clustercheck.nccl.diag_judge import judge_diag
 from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_node
 from clustercheck.onnode import inline_command
-from clustercheck.onnode.ncclpath import summarize
+from clustercheck.onnode.nccl_log_reader import summarize
 from clustercheck.ranks.runs import LaunchResult, NodeRun
 
 if TYPE_CHECKING:    # the judges import this module: no transport (paramiko) at their import
@@ -105,7 +105,7 @@ def read_command(node: Node, run_dir: str, pattern: str, remove: bool, keep_in: 
     """On the node: summarize the NCCL log files of the run, then remove them, or move them to keep_in (a
     directory under the node's home: the run directory goes with the run)."""
     glob_path = pattern if pattern.startswith("/") else os.path.join(run_dir, pattern)
-    summarize_cmd = inline_command(interpreter(node), "ncclpath.py", [])
+    summarize_cmd = inline_command(interpreter(node), "nccl_log_reader.py", [])
     # the glob expands on the node; no file: the reader gets none and says no rank
     files = f"set -- {shlex.quote(os.path.dirname(glob_path))}/{os.path.basename(glob_path)}; " \
             f"[ -e \"$1\" ] || set --; "

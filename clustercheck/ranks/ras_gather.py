@@ -1,4 +1,4 @@
-"""Asking NCCL's RAS on every node through the transport (onnode/ncclras.py, no binary needed), judged by
+"""Asking NCCL's RAS on every node through the transport (onnode/nccl_ras_client.py, no binary needed), judged by
 nccl/ras_judge.py: used by `clustercheck stacks` on a user's running job and by bench and smoke when a run stops
 moving, beside the stacks. Bounded: each node's client has its deadline, the command a few seconds more."""
 
@@ -21,7 +21,7 @@ SLACK_S = 5.0             # the interpreter's start and the transport's round tr
 
 def ask_ras(cluster: Cluster, nodes: Sequence[Node], deadline_s: float = RAS_DEADLINE_S) -> Dict[str, Dict]:
     """node -> the RAS client's document; a node not reached or whose client did not answer says why."""
-    command = {n.name: inline_command(interpreter(n), "ncclras", ["--deadline", f"{deadline_s:g}"]) for n in nodes}
+    command = {n.name: inline_command(interpreter(n), "nccl_ras_client", ["--deadline", f"{deadline_s:g}"]) for n in nodes}
     replies: Dict[str, Dict] = {}
     for result in cluster.each(lambda transport, node: transport.run(command[node.name], deadline_s + SLACK_S), nodes):
         if not result.outcome.reached or result.outcome is Outcome.TIMED_OUT:

@@ -1,6 +1,6 @@
 """Where an NCCL line came from, told by the text before its "NCCL INFO": NCCL's own `host:pid:tid [dev]`, a
 launcher's prefix where that is gone (a rank, a host), else the file's node. Standard library only: shipped to the
-nodes beside ncclpath.py, which reads the lines.
+nodes beside nccl_log_reader.py, which reads the lines.
 """
 
 import re

@@ -2,7 +2,7 @@
 `ncclras` client does (NVIDIA/nccl src/ras/client.cc; the server side is src/ras/client_support.cc). Standard
 library only, Python 3.6+; prints one JSON document and never raises; bounded by --deadline, never hangs.
 
-    ncclras.py [--addr HOST:PORT] [--deadline S]
+    nccl_ras_client.py [--addr HOST:PORT] [--deadline S]
 
 The address is --addr, else NCCL_RAS_ADDR, else localhost:28028 (NCCL's default). The text protocol, line by line:
 `CLIENT PROTOCOL 2` -> `SERVER PROTOCOL N`; `TIMEOUT S` -> `OK` (how long RAS may wait for unresponsive

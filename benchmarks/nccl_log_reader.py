@@ -1,10 +1,10 @@
 """Reading NCCL's own log for the path it took (issue 38): the node-side reader on what 8 ranks of a 1,000-rank
 job write, and the capture's node-side step as a whole.
 
-    python benchmarks/ncclpath.py            # no sandbox, no root
-    python benchmarks/ncclpath.py --mb-per-rank 8
-    sudo python benchmarks/ncclpath.py --sandbox   # the capture's share of a bench on a 2-node sandbox
-    python benchmarks/ncclpath.py --ras-nodes 1000  # NCCL's RAS asked on 1,000 nodes: what it adds to the fan-out
+    python benchmarks/nccl_log_reader.py            # no sandbox, no root
+    python benchmarks/nccl_log_reader.py --mb-per-rank 8
+    sudo python benchmarks/nccl_log_reader.py --sandbox   # the capture's share of a bench on a 2-node sandbox
+    python benchmarks/nccl_log_reader.py --ras-nodes 1000  # NCCL's RAS asked on 1,000 nodes: what it adds to the fan-out
 
 The logs are built from a real 2-node IB log (tests/data/nccl-logs/ib-gdr-cumem-2node-h20-nccl-issue-1189.txt):
 its lines repeated with the rank and channel numbers a 1,000-rank job prints until each of 8 files holds
@@ -31,7 +31,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
 from clustercheck.core.inventory import local_inventory  # noqa: E402
-from clustercheck.onnode.ncclpath import summarize_files  # noqa: E402
+from clustercheck.onnode.nccl_log_reader import summarize_files  # noqa: E402
 from clustercheck.ranks.nccl_capture import plan_capture, read_captured  # noqa: E402
 from clustercheck.ranks.runs import NodeRun  # noqa: E402
 from clustercheck.transport.fanout import Cluster, FanoutOptions  # noqa: E402
@@ -118,7 +118,7 @@ def ras_cost(nodes: int, repeat: int) -> None:
     answer; the reference: a plain connect and read of the same bytes."""
     import socket
     from clustercheck.nccl.ras_judge import judge_ras
-    from clustercheck.onnode.ncclras import ask
+    from clustercheck.onnode.nccl_ras_client import ask
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from ras_replay import start_in_thread
     report = ras_report(nodes, 8)
@@ -160,7 +160,7 @@ def main() -> None:
         return ras_cost(args.ras_nodes, args.repeat)
     if args.sandbox:
         return sandbox_capture_cost(args.repeat)
-    work = tempfile.mkdtemp(prefix="clustercheck-bench-ncclpath.")
+    work = tempfile.mkdtemp(prefix="clustercheck-bench-nccl_log_reader.")
     try:
         total = write_logs(work, args.ranks, args.mb_per_rank * 2 ** 20)
         files = [os.path.join(work, n) for n in sorted(os.listdir(work))]
@@ -194,7 +194,7 @@ def main() -> None:
           f"{ranks} rank summaries), medians of {args.repeat} runs, {os.cpu_count()} CPUs\n")
     print("| measure | seconds | ratio | target |")
     print("|---|---|---|---|")
-    print(f"| the reader (onnode/ncclpath.py) on every line | {reader_s:.3f} | {reader_s / plain_s:.1f}x of reading "
+    print(f"| the reader (onnode/nccl_log_reader.py) on every line | {reader_s:.3f} | {reader_s / plain_s:.1f}x of reading "
           f"the lines | well under 1 s |")
     print(f"| Python reading the same lines, nothing done | {plain_s:.3f} | 1.0x | |")
     print(f"| `wc -l` on the files | {wc_s:.3f} | {wc_s / plain_s:.2f}x | |")
