@@ -178,8 +178,8 @@ def test_ncc_diagnostics_that_passed_are_said_and_a_flagged_check_warns_naming_t
 
 
 def test_bench_and_smoke_turn_ncc_diagnostics_on_where_every_node_s_nccl_has_them_and_read_the_report():
-    from clustercheck.nccl.diag_judge import judge_diag
-    from clustercheck.ranks.nccl_capture import Capture, has_diagnostics, nccl_version, plan_capture, read_diag
+    from clustercheck.nccl.diag_judge import judge_nccl_diag
+    from clustercheck.ranks.nccl_capture import NcclLogCapture, has_diagnostics, nccl_version, plan_capture, read_diag
     from clustercheck.ranks.runs import NodeRun
     assert has_diagnostics(["2.31.0", "2.31.2"]) and not has_diagnostics(["2.31.0", "2.30.7"])
     assert not has_diagnostics(["2.31.0", None])             # a node whose NCCL is unknown: not turned on
@@ -188,8 +188,8 @@ def test_bench_and_smoke_turn_ncc_diagnostics_on_where_every_node_s_nccl_has_the
     assert "NCCL_RUN_DIAGNOSTICS" not in plan_capture({}, diagnostics=False).env
     assert "NCCL_RUN_DIAGNOSTICS" not in plan_capture({"NCCL_RUN_DIAGNOSTICS": "0"}, diagnostics=True).env
     report = open(os.path.join(DIAG, "nccl-docs-ras-diagnostics-env-mismatch-2.31.txt")).read().splitlines()
-    capture = Capture()
+    capture = NcclLogCapture()
     read_diag(capture, {"node042": NodeRun("node042", diag=report), "node043": NodeRun("node043")})
     assert list(capture.summaries) == ["node042"]
-    [warn] = judge_diag(capture.summaries["node042"]["ranks"])
+    [warn] = judge_nccl_diag(capture.summaries["node042"]["ranks"])
     assert warn.status.name == "WARN" and "NCCL environment" in warn.summary

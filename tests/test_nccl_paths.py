@@ -159,13 +159,15 @@ def test_the_capture_asks_nccl_for_a_file_per_rank_and_respects_the_user_s_own_s
 
 
 def test_a_user_s_nccl_debug_on_the_console_is_read_from_the_ranks_stderr_and_too_little_is_said():
-    from clustercheck.ranks.nccl_capture import Capture, read_captured, unread
+    from clustercheck.ranks.nccl_capture import NcclLogCapture, read_captured, unread
     from clustercheck.ranks.runs import NodeRun
     text = open(os.path.join(DATA, "socket-ansiprefix-2.7.8-pytorch-issue-68893.txt"), errors="replace").read()
     runs = {"n1": NodeRun("n1", exit_code=0, stderr=text)}
-    info = read_captured(None, [], {}, Capture({}, "your NCCL_DEBUG=INFO respected"), runs, {"NCCL_DEBUG": "INFO"})
+    info = read_captured(None, [], {}, NcclLogCapture({}, "your NCCL_DEBUG=INFO respected"), runs,
+                         {"NCCL_DEBUG": "INFO"})
     assert info.summaries["n1"]["ranks"] and unread(info) == ""
-    warn = read_captured(None, [], {}, Capture({}, "your NCCL_DEBUG=WARN respected"), runs, {"NCCL_DEBUG": "WARN"})
+    warn = read_captured(None, [], {}, NcclLogCapture({}, "your NCCL_DEBUG=WARN respected"), runs,
+                         {"NCCL_DEBUG": "WARN"})
     assert "says too little of its path" in unread(warn)
 
 
@@ -173,7 +175,7 @@ def test_the_nodes_read_their_own_files_and_remove_them(tmp_path):
     """The node-side step through the local transport (a real shell and interpreter): two ranks' files read
     into one summary, then gone."""
     from clustercheck.core.inventory import local_inventory
-    from clustercheck.ranks.nccl_capture import Capture, plan_capture, read_captured
+    from clustercheck.ranks.nccl_capture import NcclLogCapture, plan_capture, read_captured
     from clustercheck.ranks.runs import NodeRun
     from clustercheck.transport.fanout import Cluster, FanoutOptions
     recorded = open(os.path.join(DATA, "ib-gdr-cumem-2node-h20-nccl-issue-1189.txt"), errors="replace").read()
@@ -185,7 +187,7 @@ def test_the_nodes_read_their_own_files_and_remove_them(tmp_path):
                                 {node.name: NodeRun(node.name)}, {})
     summary = capture.summaries[node.name]
     assert summary["files"] == 2 and summary["ranks"] and not list(tmp_path.glob("nccl.*.log"))
-    assert isinstance(capture, Capture)
+    assert isinstance(capture, NcclLogCapture)
 
 
 def test_a_large_log_counted_in_bulk_reads_as_every_line_read_alone(monkeypatch):

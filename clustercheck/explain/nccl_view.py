@@ -9,7 +9,7 @@ from typing import Dict, List, Tuple
 
 from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding
-from clustercheck.nccl.diag_judge import judge_diag
+from clustercheck.nccl.diag_judge import judge_nccl_diag
 from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_host
 
 
@@ -28,7 +28,7 @@ def judge(nccl_ranks: Dict) -> Tuple[Dict[str, Dict], List[Finding]]:
     """(node -> its path for --json, the findings) of the NCCL lines explain read."""
     paths = read_paths(nccl_ranks)
     ranks = [r for r in nccl_ranks.values() if r["lines"]]
-    return {node: node_doc(p) for node, p in paths.items()}, judge_paths(paths) + judge_diag(ranks)
+    return {node: node_doc(p) for node, p in paths.items()}, judge_paths(paths) + judge_nccl_diag(ranks)
 
 
 def _yes_no(value) -> str:

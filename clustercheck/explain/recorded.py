@@ -13,7 +13,7 @@ from clustercheck.core.thresholds import EnvThresholds
 from clustercheck.node.facts import Probed
 from clustercheck.node.gpu_health import GpuFacts, gpu_health
 from clustercheck.onnode import gpuprobe, kernlog
-from clustercheck.outputs.dcgm import judge_diag
+from clustercheck.outputs.dcgm import judge_dcgm_diag
 from clustercheck.outputs.dcgm_read import parse_diag
 from clustercheck.outputs.nccl_tests import PLACEMENTS, read_tables
 
@@ -49,7 +49,7 @@ def judge_recorded(path: str, text: str) -> List[Finding]:
                                                                 f"({exc})", [], "")]
         return _gpu_health(name, {"gpu": info})
     if kind == KINDS[1]:
-        return judge_diag(name, parse_diag(text), 0)     # the parsed document, judged as the device stage does
+        return judge_dcgm_diag(name, parse_diag(text), 0)     # the parsed document, judged as the device stage does
     if kind == KINDS[2]:
         events, not_kept = kernlog.xid_events(text.splitlines())
         return _gpu_health(name, {"gpu": {"gpus": []}, "kernel_log": {"readable": True, "source": name,

@@ -58,7 +58,7 @@ def _smaller_groups(lines: List[str]) -> List[str]:
     return [f"{value} on rank(s) {', '.join(ranks)}" for value, ranks in groups.items() if value != largest]
 
 
-def judge_diag(ranks: List[Dict]) -> List[Finding]:
+def judge_nccl_diag(ranks: List[Dict]) -> List[Finding]:
     """[] where no rank wrote a DIAG result; else one WARN per check NCCL flagged, or one OK naming the checks
     that passed."""
     found, done = _results(ranks)

@@ -124,7 +124,7 @@ def judge_dcgm(node: str, answer: Optional[Dict]) -> List[Finding]:
     if answer.get("skipped"):
         return [Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} not run on {node}: {answer['skipped']}",
                         [], "run it where it can run (MIG off), or rely on the measured figures", [node])]
-    found = judge_diag(node, parse_diag(answer.get("output") or ""), level)
+    found = judge_dcgm_diag(node, parse_diag(answer.get("output") or ""), level)
     if answer.get("exit") not in (0, None) and not any(f.status is Status.FAIL for f in found):
         found.append(Finding("device.dcgm", Status.UNKNOWN, f"dcgmi diag -r {level} on {node} exited "
                                                             f"{answer['exit']} and no test says why",
@@ -144,7 +144,7 @@ def by_test(results: List[DiagResult]) -> Dict[str, List[DiagResult]]:
     return tests
 
 
-def judge_diag(node: str, diag: Diag, level: int) -> List[Finding]:
+def judge_dcgm_diag(node: str, diag: Diag, level: int) -> List[Finding]:
     """One finding per kind of problem of each failed test (its GPUs named), one for what was skipped, one OK for
     what passed."""
     which = _run_name(level) + (f" (DCGM {diag.version})" if diag.version else "")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import Probed, get, interpreter
-from clustercheck.nccl.diag_judge import judge_diag
+from clustercheck.nccl.diag_judge import judge_nccl_diag
 from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_node
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.nccl_log_reader import summarize
@@ -38,7 +38,7 @@ READ_TIMEOUT_S = 60.0
 
 
 @dataclass
-class Capture:
+class NcclLogCapture:
     """How NCCL's log is taken in this launch, and what came back: node -> its ranks' summary."""
 
     env: Dict[str, str] = field(default_factory=dict)    # what the ranks get (empty: the user's settings stand)
@@ -62,18 +62,19 @@ def has_diagnostics(versions: Sequence[Optional[str]]) -> bool:
     return bool(found) and len(found) == len(versions) and min(found) >= DIAG_SINCE
 
 
-def plan_capture(user_env: Dict[str, str], keep: bool = False, diagnostics: bool = False) -> Capture:
+def plan_capture(user_env: Dict[str, str], keep: bool = False, diagnostics: bool = False) -> NcclLogCapture:
     """The variables the ranks get; none where the user set NCCL_DEBUG or NCCL_DEBUG_FILE (said, not overridden).
     diagnostics: the nodes' NCCL runs its own checks (2.31+): turned on unless the user set them."""
     diag = {k: v for k, v in DIAG_ENV.items() if k not in user_env} if diagnostics else {}
     mine = {k: v for k, v in user_env.items() if k in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")}
     if mine:
-        return Capture(diag, "your " + ", ".join(f"{k}={v}" for k, v in sorted(mine.items())) + " respected", keep)
-    return Capture({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": SUBSYS, "NCCL_DEBUG_FILE": LOG_NAME, **diag}, "",
-                   keep)
+        said = "your " + ", ".join(f"{k}={v}" for k, v in sorted(mine.items())) + " respected"
+        return NcclLogCapture(diag, said, keep)
+    return NcclLogCapture({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": SUBSYS, "NCCL_DEBUG_FILE": LOG_NAME, **diag}, "",
+                          keep)
 
 
-def read_diag(capture: Capture, runs: Dict[str, NodeRun], with_stderr: bool = True) -> None:
+def read_diag(capture: NcclLogCapture, runs: Dict[str, NodeRun], with_stderr: bool = True) -> None:
     """NCCL's DIAG report, which bypasses NCCL_DEBUG_FILE: rank 0's standard output (the launch's stderr where
     the launcher merges them), kept with the node's summary."""
     for node, run in runs.items():
@@ -115,8 +116,8 @@ def read_command(node: Node, run_dir: str, pattern: str, remove: bool, keep_in: 
     return f"{files}{summarize_cmd} \"$@\"{cleanup}"
 
 
-def read_captured(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, str], capture: Capture,
-                  runs: Dict[str, NodeRun], user_env: Dict[str, str]) -> Capture:
+def read_captured(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, str], capture: NcclLogCapture,
+                  runs: Dict[str, NodeRun], user_env: Dict[str, str]) -> NcclLogCapture:
     """Each node's summary of its ranks' NCCL lines (from their files, or their stderr where NCCL wrote to it)."""
     debug_file = capture.env.get("NCCL_DEBUG_FILE") or user_env.get("NCCL_DEBUG_FILE")
     if debug_file:
@@ -132,7 +133,7 @@ def read_captured(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str,
     return capture
 
 
-def _read_files(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, str], capture: Capture,
+def _read_files(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, str], capture: NcclLogCapture,
                 debug_file: str) -> None:
     ours = "NCCL_DEBUG_FILE" in capture.env
     remove = not capture.keep and ours     # a user's own file is theirs: never removed
@@ -153,7 +154,7 @@ def _read_files(cluster: "Cluster", nodes: Sequence[Node], run_dirs: Dict[str, s
             capture.problems[result.node] = "the node's NCCL log summary could not be read"
 
 
-def unread(capture: Capture) -> Optional[str]:
+def unread(capture: NcclLogCapture) -> Optional[str]:
     """Why no path could be read on any node ("" where some could)."""
     if any(s.get("ranks") for s in capture.summaries.values()):
         return ""
@@ -181,7 +182,7 @@ def capture_findings(stages: Sequence[Optional[LaunchResult]], probed: Sequence[
         return []
     paths = captured_paths(stages)
     findings = judge_paths(paths, {p.name: p.facts for p in probed})
-    findings += judge_diag([r for p in paths.values() for r in p.ranks])
+    findings += judge_nccl_diag([r for p in paths.values() for r in p.ranks])
     why = unread(captures[0])
     if why:
         findings.append(Finding("nccl.path", Status.UNKNOWN, f"could not read the path NCCL took: {why}",

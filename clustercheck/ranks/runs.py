@@ -41,7 +41,7 @@ class LaunchResult:
 
     stalled_s: Optional[float] = None    # stopped after this long without progress (None: it did not stall)
     forensics: Optional[Forensics] = None  # who was stuck where, from the stacks taken before it was stopped
-    nccl: Optional[Any] = None             # ranks/nccl_capture.Capture: the path NCCL took, per node
+    nccl: Optional[Any] = None             # ranks/nccl_capture.NcclLogCapture: the path NCCL took, per node
 
     def events(self, kind: str) -> List[Dict]:
         return [e for run in self.runs.values() for e in run.events if e.get("event") == kind]
