@@ -27,6 +27,17 @@ MARKS = ("torch.distributed.run", "CLUSTERCHECK_RUN=", "clustercheck", "bench_wo
          "deepspeed.launcher", "_probe.py", "reference_train")
 
 
+# the sandbox's own servers (started by the sandbox or a fault, never by the tool): their command lines name the
+# sandbox's state directory (/run/clustercheck-sandbox/...), which is not the tool's mark
+INFRASTRUCTURE = {"sshd", "nsenter", "unshare", "ip", "slurmd", "slurmctld", "slurmstepd", "munged", "sshfs",
+                  "sftp-server", "prometheus", "prometheus-pushgateway", "prometheus-node-exporter"}
+
+
+def _infrastructure(cmdline: str) -> bool:
+    first = cmdline.split(" ", 1)[0].rstrip(":")
+    return os.path.basename(first) in INFRASTRUCTURE
+
+
 class Left(NamedTuple):
     node: str       # the sandbox node's name, or "host"
     pid: int
@@ -106,7 +117,8 @@ def clustercheck_processes(node_prefix: Optional[str] = None, since: int = 0,
             continue
         cmdline = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
         environ = _read(f"/proc/{pid}/environ").decode(errors="replace")
-        if pattern is None and not any(mark in cmdline or mark in environ for mark in MARKS):
+        if pattern is None and (_infrastructure(cmdline) or
+                                not any(mark in cmdline or mark in environ for mark in MARKS)):
             continue
         if pattern is not None and not re.search(pattern, cmdline):
             continue
