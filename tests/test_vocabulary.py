@@ -4,6 +4,7 @@ spaces' order), each space built from its source reads the lines the stack print
 public threads, or the source's documented message), and docs/failures.md says what the table holds."""
 
 import os
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from clustercheck.ranks.runs import NodeRun
 from clustercheck.stages.smoke.classify import classify, is_warning
 from clustercheck.vocabulary import read_line
 from clustercheck.vocabulary.kinds import KIND_ORDER, KINDS, SHAPE_KINDS
+from clustercheck.vocabulary.lookup import _CONTEXT, Context, Meaning, ordered, refine
 from clustercheck.vocabulary.reference import BEGIN, END, markdown
 from clustercheck.vocabulary.spaces import Row, VocabularyError, check
 from clustercheck.vocabulary.table import ROWS
@@ -281,3 +283,22 @@ def test_what_healthy_runs_print_is_never_a_cause():
     oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     cause = classify({"n1": NodeRun("n1", exit_code=1, stderr="\n".join([plugin, oom]))}, 600)
     assert (cause.kind, cause.ranks) == ("oom", [1])
+
+
+def test_context_precedence_is_each_entrys_field_never_its_place_in_the_list():
+    """Two context entries that both fit one line (a rendezvous that names a link-local address) refine it by
+    their precedence field: the same whichever comes first in the list, the other way round when the fields swap;
+    two such entries with one precedence are refused at import."""
+    rendezvous, link_local = [c for c in _CONTEXT if c.kind == "network"]
+    assert rendezvous.precedence < link_local.precedence
+    line = "torch.distributed: rendezvous failed: the store bound fe80::1%ib0"
+    meaning = Meaning("network", "torch.distributed", "connection refused", "")
+    assert re.search(rendezvous.pattern, line, re.I) and re.search(link_local.pattern, line, re.I)
+    for entries in ([rendezvous, link_local], [link_local, rendezvous]):
+        assert refine(meaning, line, ordered(entries, re.I)).kind == "rendezvous"
+    swapped = [rendezvous._replace(precedence=link_local.precedence),
+               link_local._replace(precedence=rendezvous.precedence)]
+    for entries in (swapped, swapped[::-1]):
+        assert refine(meaning, line, ordered(entries, re.I)).kind == "network"
+    with pytest.raises(VocabularyError, match="share precedence"):
+        ordered([rendezvous, Context(rendezvous.precedence, "network", r"fe80:", "network", "")])
