@@ -8,7 +8,7 @@ from clustercheck.core.errors import EXIT_INTERRUPTED
 def run() -> None:
     """The `clustercheck` command: a Ctrl-C while the modules load is an interruption, not a traceback."""
     try:
-        from clustercheck.cli import main
+        from clustercheck.cli import main   # inside the try: a Ctrl-C while the modules load exits 130, not a traceback
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     main()

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
 
+import yaml     # PyYAML: environment.yml is YAML
 from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -91,7 +92,6 @@ def _pip_list_json(text: str, path: str, result: RequirementsFile) -> None:
 
 
 def _environment_yml(text: str, path: str, result: RequirementsFile) -> None:
-    import yaml     # PyYAML: environment.yml is YAML, read only here
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -13,6 +13,8 @@ from clustercheck.core.result import VERDICTS, Finding, Status, sort_findings, v
 from clustercheck.display.findings import findings_lines
 from clustercheck.injob.judge import Gathered
 from clustercheck.injob.options import InjobOptions
+from clustercheck.preflight.report import write_preflight_report
+from clustercheck.runner.push import push_run
 from clustercheck.runner.stage import RunResult, Stage
 
 PREFIX = "clustercheck injob"
@@ -62,9 +64,7 @@ def publish(stages: List[Stage], run: RunResult, gathered: Gathered, options: In
             command: str) -> Verdict:
     """Push (when asked), write the report, print the findings: rank 0 alone calls this."""
     if options.pushgateway:
-        from clustercheck.runner.push import push_run
         push_run(options.pushgateway, stages, run, options.report_name)
-    from clustercheck.preflight.report import write_preflight_report
     reports: Dict[str, str] = {}
     try:
         reports = write_preflight_report(stages, run, command, options.reports_dir, options.report_name)

@@ -309,7 +309,7 @@ def run_dcgm(level):
         return None
     level = int(level)
     try:
-        import pynvml
+        import pynvml   # optional: without NVIDIA's bindings MIG is not asked, dcgmi still runs
         pynvml.nvmlInit()
         for index in range(pynvml.nvmlDeviceGetCount()):
             if pynvml.nvmlDeviceGetMigMode(pynvml.nvmlDeviceGetHandleByIndex(index))[0] == 1:
@@ -340,7 +340,7 @@ def probe(argv):
     args = parse_args(argv)
     doc = {"schema": 1, "started": time.time()}
     try:
-        import torch
+        import torch   # optional: a node without it says so in its document
     except Exception as exc:
         doc["error"] = ("import torch: %s: %s" % (type(exc).__name__, exc))[:300]
         return doc

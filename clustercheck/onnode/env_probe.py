@@ -242,7 +242,7 @@ def collect_tools(args):
 def collect_deep(args):
     deep = {}
     try:
-        import torch
+        import torch   # optional: --deep asks what torch loads, where it is installed at all
         deep["torch"] = torch.__version__
         deep["torch_file"] = torch.__file__
         deep["cuda_available"] = bool(torch.cuda.is_available())
@@ -260,7 +260,7 @@ def collect_deep(args):
     except Exception as exc:
         deep["torch_error"] = ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:300]
     try:
-        import deepspeed
+        import deepspeed   # optional: a node may train without it
         deep["deepspeed"] = deepspeed.__version__
     except ImportError as exc:
         deep["deepspeed_error"] = ("%s: %s" % (type(exc).__name__, exc)).splitlines()[0][:300]

@@ -8,6 +8,7 @@ be read carries "error", which the judges report as "could not check", never as 
 
 import re
 import shutil
+import warnings
 import xml.etree.ElementTree as ET
 
 try:  # imported as part of the clustercheck package (the tests)
@@ -90,10 +91,9 @@ def _nvml_processes(pynvml, handle):
 
 
 def gpus_from_nvml():
-    import warnings
     with warnings.catch_warnings():  # the pynvml shim warns that nvidia-ml-py replaces it
         warnings.simplefilter("ignore")
-        import pynvml
+        import pynvml   # optional: a node without NVIDIA's bindings is read through nvidia-smi instead
     pynvml.nvmlInit()
     try:
         info = {"source": "pynvml", "driver": _text(pynvml.nvmlSystemGetDriverVersion())}

@@ -25,7 +25,7 @@ class Sampler(threading.Thread):
 
     def run(self):
         try:
-            import pynvml
+            import pynvml   # optional: without NVIDIA's bindings the samples come from nvidia-smi
             pynvml.nvmlInit()
         except Exception:
             return self.run_smi()

@@ -103,7 +103,7 @@ def _answer(where: str, token: str) -> None:
 def flight_recorder():
     """The last collectives of this rank's process groups (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE)."""
     try:
-        import torch._C._distributed_c10d as c10d
+        import torch._C._distributed_c10d as c10d   # optional: a torch without the Flight Recorder's bindings
     except ImportError:
         return None
     for name in ("_dump_nccl_trace", "_dump_fr_trace"):

@@ -6,6 +6,8 @@ uses it (clustercheck.onnode.inline_command); nothing here may raise out of a co
 except as an ordinary exception its caller records as missing.
 """
 
+import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -13,7 +15,9 @@ import re
 import socket
 import struct
 import subprocess
+import sys
 import threading
+import time
 
 # The environment a report may show, by exact name: the settings of NCCL, Gloo, torch.distributed and
 # CUDA that change how training communicates (NCCL's and PyTorch's documented variables). Any other
@@ -158,7 +162,6 @@ SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
 
 
 def _ipv4_of(ifname):
-    import fcntl
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         packed = struct.pack("256s", ifname[:15].encode())
@@ -274,7 +277,6 @@ def collect_env(args):
     as set, with a short fingerprint of the value salted for this run (--salt): nodes whose secret differs are
     told apart, and neither the secret nor anything that could be checked against it outside the run leaves the
     node."""
-    import hashlib
     chosen = {}
     for key, value in os.environ.items():
         if key in ENV_NAMES:
@@ -288,7 +290,6 @@ def collect_env(args):
 def sleep_until(moment, most=600.0):
     """Sleep until moment (seconds since the epoch: the same on every node of a run); a moment further off
     than `most` is a clock that disagrees with the tool's, and is not waited for."""
-    import time
     delay = moment - time.time()
     if 0 < delay < most:
         time.sleep(delay)
@@ -300,7 +301,6 @@ def emit_json(build):
     Anything libraries print meanwhile (deepspeed does, on import) goes to stderr, so it
     cannot spoil the document.
     """
-    import sys
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:

@@ -21,6 +21,7 @@ Nothing here raises on a malformed value: the fault is simply off.
 
 import os
 import signal
+import socket
 import sys
 
 
@@ -87,7 +88,6 @@ def write_nccl_log() -> None:
     recorded, target = os.environ.get("CLUSTERCHECK_TEST_NCCL_LOG"), os.environ.get("NCCL_DEBUG_FILE")
     if not recorded or not target:
         return
-    import socket
     path = target.replace("%h", socket.gethostname()).replace("%p", str(os.getpid()))
     try:
         with open(recorded) as source, open(path, "w") as handle:

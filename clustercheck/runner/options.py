@@ -19,6 +19,7 @@ import click
 from clustercheck.core.errors import InputError
 from clustercheck.core.inventory import Defaults, Node, local_inventory, read_inventory, slurm_inventory
 from clustercheck.display.report_files import check_writable
+from clustercheck.metrics.export import check_pushgateway
 from clustercheck.ranks.runs import DEFAULT_RDZV_PORT
 from clustercheck.transport.fanout import DEFAULT_FANOUT, FanoutOptions
 from clustercheck.transport.srun import allocation
@@ -285,7 +286,6 @@ class OutputOptions:
         if self.report or writes_report:
             check_writable(self.reports_dir)
         if self.pushgateway is not None:
-            from clustercheck.metrics.export import check_pushgateway
             check_pushgateway(self.pushgateway)
 
 

@@ -17,6 +17,7 @@ import click
 from clustercheck.display.findings import findings_lines, json_header
 from clustercheck.display.report_files import new_report_path, write_report
 from clustercheck.runner.options import ClusterOptions, OutputOptions, from_params, to_args
+from clustercheck.runner.push import push_run
 from clustercheck.runner.stage import RunResult, Stage, StageResult, run_stages
 
 
@@ -76,7 +77,6 @@ class StageView:
 def finish(view, out: OutputOptions) -> NoReturn:
     command = invocation()
     if out.pushgateway:      # before the views: a push that failed is a finding of the run (run.after)
-        from clustercheck.runner.push import push_run
         push_run(out.pushgateway, view.stages, view.run, view.name)
     try:
         notes = view.write_report(out, command)

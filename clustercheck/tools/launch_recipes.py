@@ -24,6 +24,8 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from clustercheck.core.errors import InputError
+from clustercheck.core.inputs import read_text_file
 from clustercheck.core.result import Finding, Status
 from clustercheck.display.findings import findings_lines
 from clustercheck.node.facts import Probed, get, interpreter
@@ -249,8 +251,6 @@ def healthy_spec(run, failed: Sequence[str]) -> "tuple[Optional[JobSpec], str]":
 def spec_from_report(path: str) -> JobSpec:
     """The healthy nodes' launch spec a preflight report's JSON holds (its every node's when none failed); bad
     input names the file: not JSON, not a clustercheck preflight report, or no node to launch on."""
-    from clustercheck.core.errors import InputError
-    from clustercheck.core.inputs import read_text_file
     text = read_text_file(path, "preflight report (.json)")
     try:
         doc = json.loads(text)

@@ -10,12 +10,16 @@ as HealthCheckProgram or in a prolog and drains the node when it says CRITICAL.
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import time
 from typing import List, Optional, Tuple
 
 from clustercheck.core.inventory import Defaults, local_inventory
 from clustercheck.core.result import Finding, Status, nothing_checked, run_judges, sort_findings, worst
 from clustercheck.core.thresholds import Config
+from clustercheck.metrics.build import finding_samples, registry_of, run_samples
+from clustercheck.metrics.export import write_textfile
 from clustercheck.node.facts import gpu_count
 from clustercheck.node.gather import ProbeOptions, probe_cluster
 from clustercheck.node.judges import unreachable
@@ -116,11 +120,6 @@ def npd_code(findings: List[Finding]) -> int:
 
 def write_node_metrics(directory: str, findings: List[Finding], started: Optional[float] = None) -> str:
     """node_exporter's textfile: each check's status (node is this host), the verdict and when; atomically."""
-    import socket
-    import time
-
-    from clustercheck.metrics.build import finding_samples, registry_of, run_samples
-    from clustercheck.metrics.export import write_textfile
     host = socket.gethostname()
     mine = [Finding(f.check, f.status, f.summary, f.evidence, f.remedy, [host]) for f in findings]
     ended = time.time()

@@ -11,7 +11,7 @@ from clustercheck.stages.bench.facts import BenchFacts
 def save_plots(facts: BenchFacts, stem: str) -> List[str]:
     """Write <stem>-busbw.png and <stem>-pairs.png; returns the file names written (none without matplotlib)."""
     try:
-        import matplotlib
+        import matplotlib   # optional (the train extra): no plots without it
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:

@@ -24,6 +24,7 @@ from clustercheck.node.readiness import (
     readiness_problems,
 )
 from clustercheck.onnode import TRAINER_ENTRY, trainer_files
+from clustercheck.onnode.dsconfig import precision, read
 from clustercheck.planner.memory import Shape, Workload, parse_config
 from clustercheck.ranks.runs import Launch, ended_well
 from clustercheck.ranks.torchrun import run_torchrun, ship
@@ -141,7 +142,6 @@ def plan_row(options: SmokeOptions) -> str:
     The plan counts 16-bit training (clustercheck/planner/memory.py): an fp32 run has no row. LoRA's row is
     the frozen base on every GPU, as under DDP; ZeRO-3 offload's, the parameters offloaded too."""
     if options.deepspeed:
-        from clustercheck.onnode.dsconfig import precision, read
         config = read(options.deepspeed)
         half = precision(config) != "fp32" or any((config.get(k) or {}).get("enabled") == "auto"
                                                    for k in ("bf16", "fp16"))

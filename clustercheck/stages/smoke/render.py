@@ -76,7 +76,7 @@ def training_curve(facts: SmokeFacts, stem: str) -> Optional[str]:
     if not steps:
         return None
     try:
-        import matplotlib
+        import matplotlib   # optional (the train extra): no plots without it
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
