@@ -52,7 +52,8 @@ CANDIDATE = fast_re.compile(("(?m)" + "|".join([prefilter_source(), STRUCTURE, e
 # exception: a connect NCCL retries (socket.cc's "connect ... returned Connection refused, retrying") is the only
 # word of an unreachable peer in a log cut before NCCL gives up, so the classifier weighs it with the rest
 _RETRY = re.compile(rb"NCCL INFO .*returned .*retrying")
-_NCCL_BARE = re.compile(b"(?m)" + nccl_log_prefix.BARE_SOURCE.encode() + rb"|\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
+_NCCL_BARE = re.compile(b"(?m)" + nccl_log_prefix.BARE_SOURCE.encode()
+                        + rb"|\d\] (?:[\w/.-]+:\d+ )?(?:INFO|WARN) |FI_HMEM capability")
 _NCCL_BARE_SCAN = fast_re.compile(_NCCL_BARE.pattern)      # over a whole chunk: RE2 is 6x faster there
 
 
@@ -213,8 +214,8 @@ def candidate_lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
 
 def nccl_lines(data: bytes) -> Tuple[List[bytes], Optional[Callable[[bytes], bool]]]:
     """The lines of a chunk for the path reader, and which of them NCCL wrote (None: all of them): where NCCL's lines
-    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), nccl_log_reader.read_nccl_lines asks once per distinct
-    line; where they are a few (a training log), they are picked out in C, and the lines whose prefix a poster
+    are most of the chunk (NCCL_DEBUG=INFO at a large job's start), nccl_log_reader.read_nccl_lines asks once per
+    distinct line; where they are a few (a training log), they are picked out in C, and the lines whose prefix a poster
     stripped are looked for by RE2 over the chunk, no Python per line."""
     sample = data[:1 << 16]
     if sample.count(b"NCCL") * 2 > sample.count(b"\n"):
@@ -273,7 +274,8 @@ def read_logs(paths: List[str]) -> LogView:
                     view.bytes_read += handle.tell()
                     for line in view.recorded[path].splitlines():    # nccl-tests with NCCL_DEBUG=INFO
                         if "NCCL" in line:
-                            nccl_log_reader.read_nccl_line(line, view.nccl_ranks, view.nccl_job, node_of_file(path, several))
+                            nccl_log_reader.read_nccl_line(line, view.nccl_ranks, view.nccl_job,
+                                                           node_of_file(path, several))
                     if kind in LINES_TOO:     # a kernel log is a node's log too: its lines name causes (OOM killer...)
                         _add_candidates(view, candidate_lines(data), node_of_file(path, several), None)
                     continue

@@ -21,7 +21,8 @@ SLACK_S = 5.0             # the interpreter's start and the transport's round tr
 
 def ask_ras(cluster: Cluster, nodes: Sequence[Node], deadline_s: float = RAS_DEADLINE_S) -> Dict[str, Dict]:
     """node -> the RAS client's document; a node not reached or whose client did not answer says why."""
-    command = {n.name: inline_command(interpreter(n), "nccl_ras_client", ["--deadline", f"{deadline_s:g}"]) for n in nodes}
+    command = {n.name: inline_command(interpreter(n), "nccl_ras_client", ["--deadline", f"{deadline_s:g}"])
+               for n in nodes}
     replies: Dict[str, Dict] = {}
     for result in cluster.each(lambda transport, node: transport.run(command[node.name], deadline_s + SLACK_S), nodes):
         if not result.outcome.reached or result.outcome is Outcome.TIMED_OUT:
