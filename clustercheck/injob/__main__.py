@@ -15,7 +15,7 @@ import shlex
 import sys
 
 from clustercheck.core.errors import InputError
-from clustercheck.injob.run import apply_policy, bad_input, run_check
+from clustercheck.injob.run import apply_policy, bad_input, run_check, start_watch
 from clustercheck.injob.launcher import read_job_env
 from clustercheck.injob.options import USAGE, parse_wrapper
 
@@ -33,7 +33,7 @@ def main(argv=None) -> None:
     except InputError as error:
         bad_input(error)
     command = "python -m clustercheck.injob " + " ".join(shlex.quote(a) for a in argv)
-    apply_policy(run_check(job, options, command), options, job.rank)
+    start_watch(apply_policy(run_check(job, options, command), options, job.rank), options, job)
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     runpy.run_path(script, run_name="__main__")

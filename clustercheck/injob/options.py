@@ -1,7 +1,9 @@
 """The options of the check inside the job, and the wrapper's command line:
 
     torchrun ... -m clustercheck.injob [--budget S] [--on-fail stop|warn] [--reports-dir DIR]
-                                       [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- train.py ARGS...
+                                       [--pushgateway URL] [--checkpoint-dir DIR] [--quiet]
+                                       [--watch [--watch-every N] [--watch-slower X] [--watch-windows K]
+                                                [--watch-on-slow stop|warn]] -- train.py ARGS...
 
 Everything after `--` (or from the first word that is not an option) is the user's script and its
 arguments, passed through untouched; a launcher's --local_rank before them is the script's, and passed on. Bad input raises InputError naming the option and value. Pure.
@@ -29,6 +31,11 @@ class InjobOptions:
     pushgateway: Optional[str] = None
     quiet: bool = False                     # no findings on rank 0's stderr (the one line still)
     checkpoint_dir: Optional[str] = None    # measured by the storage probe when given
+    watch: bool = False                     # after the check, time the steps and name a slow rank (stepwatch.py)
+    watch_every: int = 20                   # steps in a window: each rank posts its numbers once a window
+    watch_slower: float = 1.3               # a rank that makes the steps this much slower is named
+    watch_windows: int = 2                  # ... over this many windows in a row
+    watch_on_slow: str = "warn"             # stop: every rank exits 2 at the next window; warn: say it, train on
 
     def __post_init__(self):
         validate(self)
@@ -40,19 +47,30 @@ def validate(options: InjobOptions) -> None:
         raise InputError("--budget must be a number of seconds above 0", SOURCE, value=str(budget))
     if options.on_fail not in POLICIES:
         raise InputError(f"--on-fail takes {' or '.join(POLICIES)}", SOURCE, value=str(options.on_fail))
+    for name, value, least in (("--watch-every", options.watch_every, 1), ("--watch-windows", options.watch_windows, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError(f"{name} must be a whole number of at least {least}", SOURCE, value=str(value))
+    slower = options.watch_slower
+    if isinstance(slower, bool) or not isinstance(slower, (int, float)) or not math.isfinite(slower) or slower <= 1:
+        raise InputError("--watch-slower must be a factor above 1 (1.3: 30% slower)", SOURCE, value=str(slower))
+    if options.watch_on_slow not in POLICIES:
+        raise InputError(f"--watch-on-slow takes {' or '.join(POLICIES)}", SOURCE, value=str(options.watch_on_slow))
     if options.pushgateway is not None:
         from clustercheck.metrics.export import check_pushgateway   # prometheus_client loads only when asked
         check_pushgateway(options.pushgateway)
 
 
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
-          "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir"}
-FLAGS = {"--quiet": "quiet"}
+          "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir",
+          "--watch-every": "watch_every", "--watch-slower": "watch_slower", "--watch-windows": "watch_windows",
+          "--watch-on-slow": "watch_on_slow"}
+FLAGS = {"--quiet": "quiet", "--watch": "watch"}
 # What a launcher puts before the module's own arguments, meant for the training script: DeepSpeed's launcher
 # (--local_rank=N unless --no_local_rank) and torch.distributed.launch (--local-rank=N). Passed on to it, first.
 FOR_THE_SCRIPT = ("--local_rank", "--local-rank")
 USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
-         "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] -- SCRIPT [ARGS...]")
+         "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] [--watch] [--watch-every STEPS] "
+         "[--watch-slower FACTOR] [--watch-windows K] [--watch-on-slow stop|warn] -- SCRIPT [ARGS...]")
 
 
 def _budget(text: str) -> float:
@@ -63,6 +81,20 @@ def _budget(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise InputError("--budget must be a number of seconds above 0", SOURCE, value=text)
     return value
+
+
+def _number(kind):
+    """The option's text as a number; text that is none is kept, for validate() to name with its option."""
+    def convert(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            return text
+    return convert
+
+
+CONVERT = {"--budget": _budget, "--watch-every": _number(int), "--watch-windows": _number(int),
+           "--watch-slower": _number(float)}
 
 
 def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
@@ -88,7 +120,7 @@ def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:
                     raise InputError(f"{name} needs a value", SOURCE)
                 index += 1
                 inline = args[index]
-            values[VALUED[name]] = _budget(inline) if name == "--budget" else inline
+            values[VALUED[name]] = CONVERT.get(name, str)(inline)
         elif word.startswith("-"):
             raise InputError(f"unknown option {name} ({USAGE})", SOURCE, value=word)
         else:

@@ -38,17 +38,28 @@ def bad_input(error: InputError) -> NoReturn:
 
 def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "reports", report_name: str = "injob",
           pushgateway: Optional[str] = None, quiet: bool = False, checkpoint_dir: Optional[str] = None,
-          command: str = "") -> Verdict:
+          command: str = "", **watch) -> Verdict:
     """Check the job's nodes from its own ranks, then apply the policy; returns the verdict when training goes
     on. Uses the job's process group if there is one, else makes one from the launcher's variables and
-    destroys it before returning (the script's own init_process_group works after it)."""
+    destroys it before returning (the script's own init_process_group works after it). watch=True (with
+    watch_every, watch_slower, watch_windows, watch_on_slow) then times the steps (stepwatch.py)."""
     try:
-        options = InjobOptions(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir)
+        options = InjobOptions(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir,
+                               **watch)
         job = read_job_env(os.environ)
     except InputError as error:
         bad_input(error)
     verdict = run_check(job, options, command or f"clustercheck.injob.check(budget={budget:g}, on_fail={on_fail!r})")
-    return apply_policy(verdict, options, job.rank)
+    return start_watch(apply_policy(verdict, options, job.rank), options, job)
+
+
+def start_watch(verdict: Verdict, options: InjobOptions, job: JobEnv) -> Verdict:
+    """After a check that lets the job train: the watch armed when asked, told where rank 0's report is."""
+    if options.watch:
+        from clustercheck.injob import stepwatch
+        stepwatch.start(options.watch_every, options.watch_slower, options.watch_windows, options.watch_on_slow,
+                    job.host, verdict.reports if job.rank == 0 else None, options.pushgateway, options.report_name)
+    return verdict
 
 
 def apply_policy(verdict: Verdict, options: InjobOptions, rank: int) -> Verdict:

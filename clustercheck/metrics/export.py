@@ -11,7 +11,7 @@ import time
 from typing import Optional
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, pushadd_to_gateway, write_to_textfile
 
 from clustercheck.core.errors import InputError
 from clustercheck.core.result import Finding, Status, note
@@ -47,14 +47,18 @@ def check_textfile_dir(directory: str, flag: str = "--textfile") -> str:
     return directory
 
 
-def push(url: str, registry: CollectorRegistry, cluster: str, timeout_s: float = PUSH_TIMEOUT_S) -> Finding:
-    """One push of the registry; the outcome as a finding (WARN when the gateway did not take it)."""
+def push(url: str, registry: CollectorRegistry, cluster: str, timeout_s: float = PUSH_TIMEOUT_S,
+         replace: bool = True) -> Finding:
+    """One push of the registry; the outcome as a finding (WARN when the gateway did not take it). replace: the
+    group's metrics are these alone (PUT); else only the metrics of these names are replaced (POST), as a later
+    push beside a run's does (the watch's slowdown beside the check's results)."""
     name = "clustercheck_push_timestamp_seconds"
     stamp = getattr(registry, "_names_to_collectors", {}).get(name) or Gauge(name, METRICS[name].help,
                                                                             registry=registry)
     stamp.set(time.time())      # a second push of the same registry (a retry) stamps it again
     try:
-        push_to_gateway(url, job=JOB, registry=registry, grouping_key={"cluster": cluster}, timeout=timeout_s)
+        (push_to_gateway if replace else pushadd_to_gateway)(url, job=JOB, registry=registry,
+                                                             grouping_key={"cluster": cluster}, timeout=timeout_s)
     except Exception as exc:     # refused, timed out, an HTTP error: the verdict and the report stand
         return Finding("metrics.push", Status.WARN, f"the results were not pushed to {url}: "
                                                     f"{type(exc).__name__}: {str(exc)[:200]}", [],

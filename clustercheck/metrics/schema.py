@@ -49,5 +49,8 @@ METRICS: Dict[str, Metric] = {
     "clustercheck_bench_busbw_expected_bytes_per_second": Metric(
         "The bus bandwidth all_reduce should reach (the published figure or the configured one), bytes per second",
         ()),
+    "clustercheck_straggler_slowdown": Metric(
+        "While the job trains (injob --watch): how much slower the job's steps are because of a rank (1.3 = 30% "
+        "slower; 1 once it is no longer slow); node and rank empty for the whole job", ("node", "rank")),
     "clustercheck_push_timestamp_seconds": Metric("When clustercheck pushed these metrics", ()),
 }

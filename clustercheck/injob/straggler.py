@@ -1,0 +1,141 @@
+"""The judge of the watch while the job trains (`--watch`): from every rank's numbers over one window of steps,
+which rank makes the job slow, by how much, and whether it computes slower or waits; and the episodes (a rank
+named over K windows in a row, then no longer) so that each is said once. Pure: numbers in, findings out.
+
+What a rank times, with the host's clock at hooks (stepwatch.py), never a device synchronisation:
+- step_s: from one optimizer step to the next (everything);
+- forward_s: its model's forward (the outermost module called after the step; on a GPU, CUDA events on its
+  stream, read once they completed); no collective runs there in data-parallel training;
+- between_s: from the optimizer's step to the next forward (data loading, the script's own work).
+backward_s is not timed apart: DDP's and DeepSpeed's gradient all-reduce overlaps it, so there a rank computing
+and a rank waiting for a peer look the same.
+
+How the slow rank is told from those that wait for it: in a job whose ranks meet in a collective every step,
+every rank's step takes as long as the slowest one's, so step time alone names nobody (or everybody). What
+differs is the work outside collectives: the slow rank's forward or between-steps time is longer than its
+peers' by what the step lost; the others spend that time waiting inside the all-reduce. So a rank's extra own
+work (its forward and between-steps beyond its peers' medians) says how much faster the job would step without
+it: slowdown = step / (step - extra). Ranks that do not wait for each other (no collective per step) differ
+in step time itself: a rank whose steps take longer than its peers' median is named from step time alone, and
+the line says it cannot tell computing from waiting. A job whose every step is slower than its best while no
+rank's own work is (the network, or one rank's backward, which cannot be told from waiting) is said without
+naming a rank.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Sequence
+
+JOB = -1     # the key of a slowdown of the whole job, named on no rank
+MAX_SLOWDOWN = 1000.0
+
+
+@dataclass
+class Slow:
+    rank: int                 # JOB for the whole job
+    host: str
+    slowdown: float           # how much longer the job's steps take because of it (1.3 = 30% slower)
+    how: str                  # computing slower, slower between steps, step time only, or waiting
+    step_s: float
+    reference_s: float        # what a step would take without it (its peers' step, or the job's best)
+    last_step: int
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
+    """The ranks (or the job) slower than `slower` over one window: {rank: that rank's numbers for it}."""
+    ranks = sorted(window)
+    named: List[Slow] = []
+    for rank in ranks:
+        me = window[rank]
+        peers = [window[p] for p in ranks if p != rank]
+        if not peers or me["step_s"] <= 0:
+            continue
+        peer_step = _median([p["step_s"] for p in peers])
+        peer_forward = _median([p["forward_s"] for p in peers])
+        peer_between = _median([p["between_s"] for p in peers])
+        extra_forward = max(0.0, me["forward_s"] - peer_forward)
+        extra_between = max(0.0, me["between_s"] - peer_between)
+        without = me["step_s"] - extra_forward - extra_between
+        explained = min(MAX_SLOWDOWN, me["step_s"] / without) if without > 0 else MAX_SLOWDOWN
+        behind = me["step_s"] / peer_step if peer_step > 0 else 1.0
+        if max(explained, behind) < slower:
+            continue
+        if explained >= behind:
+            if extra_forward >= extra_between:
+                ratio = me["forward_s"] / peer_forward if peer_forward > 0 else MAX_SLOWDOWN
+                how = (f"computing slower: its forward takes {ratio:.1f}x its peers' ({me['forward_s']:.3g} s vs "
+                       f"{peer_forward:.3g} s); the other ranks wait for it in collectives")
+            else:
+                how = (f"slower between steps (data loading, or the script's own work outside forward and backward): "
+                       f"{me['between_s']:.3g} s a step vs its peers' {peer_between:.3g} s; the other ranks wait "
+                       f"for it in collectives")
+            named.append(Slow(rank, me["host"], explained, how, me["step_s"], without, me["last_step"]))
+        else:
+            how = ("its steps take longer than its peers' and they do not wait for it (step time only: computing "
+                   "and waiting are not told apart)")
+            named.append(Slow(rank, me["host"], behind, how, me["step_s"], peer_step, me["last_step"]))
+    if named or not ranks:
+        return sorted(named, key=lambda s: -s.slowdown)
+    step = _median([window[r]["step_s"] for r in ranks])
+    best = _median([window[r]["best_step_s"] for r in ranks])
+    if best > 0 and step / best >= slower:
+        how = ("every rank's steps are slower than their best and no rank's own work (forward, between steps) is: "
+               "the time goes into backward or collectives (the network, or one rank's backward, which cannot be "
+               "told from waiting without the Flight Recorder)")
+        return [Slow(JOB, "", step / best, how, step, best, max(window[r]["last_step"] for r in ranks))]
+    return []
+
+
+@dataclass
+class Event:
+    kind: str                 # "began" or "ended"
+    slow: Slow
+    first_step: int           # the last step of the window before the episode's first (the steps after it)
+    line: str = ""
+
+
+@dataclass
+class Episodes:
+    """A rank (or the job) named in `windows` judged windows in a row begins an episode, said once; not named
+    in `windows` in a row ends it, said once."""
+
+    windows: int
+    streak: Dict[int, List[Slow]] = field(default_factory=dict)
+    started: Dict[int, int] = field(default_factory=dict)     # the step its streak started after
+    quiet: Dict[int, int] = field(default_factory=dict)
+    open: Dict[int, Event] = field(default_factory=dict)
+    before: int = 0           # the last step of the window before the one fed
+
+    def feed(self, slows: Sequence[Slow], last_step: int) -> List[Event]:
+        """One judged window's slowdowns (judge_window), ending at `last_step`: the episodes begun or ended."""
+        events: List[Event] = []
+        named = {s.rank: s for s in slows}
+        for key, slow in named.items():
+            streak = self.streak.setdefault(key, [])
+            if not streak:
+                self.started[key] = self.before
+            streak.append(slow)
+            self.quiet[key] = 0
+            if key not in self.open and len(streak) >= self.windows:
+                typical = statistics.median(s.slowdown for s in streak[-self.windows:])
+                shown = Slow(slow.rank, slow.host, typical, slow.how, slow.step_s, slow.reference_s, slow.last_step)
+                self.open[key] = Event("began", shown, self.started[key])
+                events.append(self.open[key])
+        for key in [k for k in self.streak if k not in named]:
+            if key not in self.open:
+                del self.streak[key]
+                continue
+            self.quiet[key] += 1
+            if self.quiet[key] >= self.windows:
+                began = self.open.pop(key)
+                worst = max(s.slowdown for s in self.streak.pop(key))
+                events.append(Event("ended", Slow(key, began.slow.host, worst, began.slow.how, 0.0, 0.0, last_step),
+                                    began.first_step))
+        self.before = last_step
+        return events
