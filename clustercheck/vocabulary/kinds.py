@@ -50,7 +50,9 @@ KINDS: Dict[str, Kind] = {
     "import": Kind(30, ROOT, "a module does not import",
                    "install it into the interpreter that trains on that node, or name the right one with python= "
                    "(clustercheck env shows what each node has)"),
-    "mpi": Kind(35, ROOT, "the MPI launcher could not start or wire up the ranks (mpirun / orted / Hydra, PMI / PMIx)",
+    # after ssh and hostname: an MPI launcher that could not start its daemons says so around the ssh or name
+    # failure that stopped it (Open MPI's "ORTE was unable to reliably start" over "Permission denied (publickey)")
+    "mpi": Kind(175, ROOT, "the MPI launcher could not start or wire up the ranks (mpirun / orted / Hydra, PMI / PMIx)",
                 "run the same Open MPI / MPICH build on every node (its prte/orted on the remote PATH: "
                 "--prefix or the module loaded in non-interactive shells), let mpirun's nodes reach each other "
                 "(-mca oob_tcp_if_include / btl_tcp_if_include on the routable interface), and under Slurm start "

@@ -54,13 +54,16 @@ SPACES: Dict[str, Space] = {
     "xid": Space(85, "the NVIDIA driver's Xid events (NVRM: Xid lines, NVIDIA's Xid catalogue)"),
     "nvml": Space(90, "NVML's nvmlReturn_t (nvml.h, nvmlErrorString) and nvidia-smi's messages and exit codes"),
     "kernel": Space(95, "the Linux kernel's own log lines (dmesg): net/core/neighbour.c, net/ipv4/route.c"),
+    # OpenSSH's own words, before the errno they carry ("ssh: connect to host h port 22: Connection refused" is
+    # the launcher's login that failed, "Permission denied (publickey)" a key, not a file's mode)
+    "ssh": Space(99, "OpenSSH's messages and launchers' ssh checks"),
     "errno": Space(100, "the platform's errno (Python's errno, os.strerror)"),
     "c10d": Space(110, "torch.distributed's store, rendezvous and watchdog (c10d, torchelastic)"),
     "signal": Space(120, "the platform's signals (Python's signal) as launchers and the shell print them"),
     "nccl": Space(130, "NCCL's ncclResult_t (src/nccl.h.in, ncclGetErrorString)"),
     "python": Space(140, "CPython's import machinery and interpreter, argparse"),
     "torch": Space(150, "torch's own checks: DDP's reducer, load_state_dict, FSDP, DataLoader workers, devices"),
-    "ssh": Space(160, "OpenSSH's messages and launchers' ssh checks"),
+
     # the project's own patterns (a build, a loss, Gloo's words), read when no space names the line
     "clustercheck": Space(170, "clustercheck's own patterns, from the failure logs of tests/data"),
 }
