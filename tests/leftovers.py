@@ -10,12 +10,11 @@ transports pass the tool's environment on). Processes of other work on the same 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
 from typing import Dict, List, NamedTuple, Optional
-
-import re
 
 SESSION_VAR = "CLUSTERCHECK_TEST_SESSION"
 # this session's sandboxes: conftest's and the test files' names end with this process's pid (t1234, s1234, st1234)
@@ -23,8 +22,10 @@ OURS = re.compile(rf"^[a-z]+{os.getpid() % 10000}-n\d+$")
 HOST_ONLY = "\0"        # a node prefix no sandbox node has: the host's processes alone
 SESSION = os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex[:12])
 # the marks of the tool's own processes on a node (cmdline or environment)
-MARKS = ("torch.distributed.run", "CLUSTERCHECK_RUN=", "clustercheck", "bench_worker", "train_entry",
-         "deepspeed.launcher", "_probe.py", "reference_train")
+# ("clustercheck" alone is the tool's session directories and modules; the sandbox's own state directory,
+# /run/clustercheck-sandbox/..., which the nodes' init and servers name, is not the tool)
+MARKS = re.compile(r"torch\.distributed\.run|CLUSTERCHECK_RUN=|clustercheck(?!-sandbox)|bench_worker|train_entry|"
+                   r"deepspeed\.launcher|_probe\.py|reference_train")
 
 
 # the sandbox's own servers (started by the sandbox or a fault, never by the tool): their command lines name the
@@ -117,8 +118,7 @@ def clustercheck_processes(node_prefix: Optional[str] = None, since: int = 0,
             continue
         cmdline = _read(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
         environ = _read(f"/proc/{pid}/environ").decode(errors="replace")
-        if pattern is None and (_infrastructure(cmdline) or
-                                not any(mark in cmdline or mark in environ for mark in MARKS)):
+        if pattern is None and (_infrastructure(cmdline) or not (MARKS.search(cmdline) or MARKS.search(environ))):
             continue
         if pattern is not None and not re.search(pattern, cmdline):
             continue
