@@ -2,7 +2,7 @@
 
 import sys
 
-from clustercheck.core.errors import EXIT_INTERRUPTED
+from clustercheck.core.errors import EXIT_INTERRUPTED, caused_by_interrupt
 
 
 def run() -> None:
@@ -11,6 +11,10 @@ def run() -> None:
         from clustercheck.cli import main   # inside the try: a Ctrl-C while the modules load exits 130, not a traceback
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:   # noqa: BLE001 - only an interruption in disguise is ours to catch here
+        if caused_by_interrupt(exc):
+            sys.exit(EXIT_INTERRUPTED)
+        raise
     main()
 
 

@@ -27,7 +27,8 @@ from clustercheck.commands.smoke import smoke
 from clustercheck.commands.stacks import stacks
 from clustercheck.commands.storage import storage
 from clustercheck.core import threads
-from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked
+from clustercheck.core.errors import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked,
+                                      caused_by_interrupt)
 from clustercheck.runner import interrupt
 from clustercheck.runner.crash import report_crash
 
@@ -105,4 +106,7 @@ def main(argv=None) -> None:
         click.echo(f"UNKNOWN: {exc}", err=True)
         sys.exit(EXIT_UNKNOWN)
     except Exception as exc:   # a failure of clustercheck itself: exit 3, one line, the traceback in a file
+        if caused_by_interrupt(exc):     # a Ctrl-C that Python re-raised as another error (a module loading)
+            click.echo("Interrupted: remote commands were stopped.", err=True)
+            _exit_interrupted()
         sys.exit(report_crash(exc))

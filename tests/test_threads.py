@@ -43,3 +43,17 @@ def test_an_interrupted_command_exits_through_the_interpreter_not_a_forced_exit(
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err[-2000:]
     assert "still in a blocking call" not in err and marker.read_text() == "yes", err[-2000:]
+
+
+def test_a_ctrl_c_python_re_raised_as_another_error_is_an_interruption():
+    """Ctrl-C while a dataclass is being defined (a module loading) comes out of Python 3.11 as "RuntimeError: Error
+    calling __set_name__ ..." with the KeyboardInterrupt as its cause: exit 130, never a traceback and exit 1."""
+    from clustercheck.core.errors import caused_by_interrupt
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'faults' in 'GpuReport'") from interrupt
+    except RuntimeError as exc:
+        assert caused_by_interrupt(exc)
+    assert not caused_by_interrupt(RuntimeError("a failure of its own"))

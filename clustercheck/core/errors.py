@@ -36,3 +36,15 @@ class InputError(Exception):
         if self.value:
             parts.append(f": {self.value!r}")
         return "".join(parts)
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """A Ctrl-C (SIGTERM, SIGHUP) that Python re-raised as another error: a KeyboardInterrupt raised while a
+    dataclass is defined comes out as "RuntimeError: Error calling __set_name__ ..." with it as the cause."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
