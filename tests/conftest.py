@@ -96,6 +96,21 @@ def nothing_left_on_the_host():
     fail_on_leftovers(since, node_prefix="\0", where="left on this host by the test: ")
 
 
+HOG = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@pytest.fixture
+def loaded_host():
+    """The host loaded as the whole suite loads it: a busy process on one of its cores for the test's length
+    (bounded at 600 s, killed at the end), so that a stop's deadline is held on a busy host, not an idle one."""
+    hog = subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL)
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 @pytest.fixture
 def box(sandbox):
     """The shared sandbox, with every fault a test made undone afterwards, and nothing of the tool's left

@@ -91,7 +91,7 @@ def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path
         ["screen", "confirm", "confirm"]
 
 
-def test_a_node_killed_mid_sweep_is_named_and_nothing_is_left_running(box, tmp_path):
+def test_a_node_killed_mid_sweep_is_named_and_nothing_is_left_running(box, tmp_path, loaded_host):
     victim = box.nodes[2]
     argv = bench_argv(box, nodes_file(box, tmp_path, 3), "-c", "all_reduce", "-b", "32M", "-e", "32M", "-n", "200",
                       "--timeout", "120", "--op-timeout", "30")

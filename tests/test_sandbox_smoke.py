@@ -150,7 +150,7 @@ def test_a_rank_killed_by_sigkill_names_the_node_the_rank_and_the_signal(box, tm
     assert gone(RANKS) and gone("torch.distributed.run")
 
 
-def test_a_node_killed_mid_run_is_classified_within_the_deadline(box, tmp_path):
+def test_a_node_killed_mid_run_is_classified_within_the_deadline(box, tmp_path, loaded_host):
     victim = box.nodes[1]
     proc = subprocess.Popen(smoke_argv(box, tmp_path, "--mode", "ddp", "--preset", "small", "--steps", "5000",
                                        "--micro-batch", "2"),
