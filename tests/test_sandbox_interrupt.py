@@ -66,11 +66,14 @@ def test_ctrl_c_at_random_moments_exits_within_seconds_and_leaves_nothing(box, c
                 "smoke": ["smoke", *common, "--steps", "200", "--timeout", "300"]}[command]
         signum = rng.choice((signal.SIGINT, signal.SIGTERM))
         code, took, err = interrupt_at_random(args, rng, latest_s, signum=signum)
-        # -2 / -15: stopped before Python's handler was installed
-        assert code in (130, -signal.SIGINT, -signal.SIGTERM), (i, signum.name, code, err[-2000:])
+        # -2 / -15: stopped before Python's handler was installed; 1 with CPython's own "Fatal Python error:
+        # init_import_site": the signal came while the interpreter itself was starting, before any of the tool
+        before_python = code == 1 and "init_import_site" in err
+        assert code in (130, -signal.SIGINT, -signal.SIGTERM) or before_python, (i, signum.name, code, err[-2000:])
         assert took < EXIT_WITHIN_S, (i, took, err[-2000:])
         # the interpreter exited as it normally does: every thread stopped and joined, never a forced exit or
         # an abort in its shutdown
-        assert "still in a blocking call" not in err and "Fatal Python error" not in err, (i, err[-2000:])
+        assert "still in a blocking call" not in err, (i, err[-2000:])
+        assert before_python or "Fatal Python error" not in err, (i, err[-2000:])
         patterns = REMOTE + ((f"^{marker}",) if command == "run" else ())
         assert nothing_left(patterns) == {}, (i, err[-2000:])
