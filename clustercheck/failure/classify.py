@@ -261,7 +261,7 @@ def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines]) -> Cau
     hits = [h for u in units if u[0].signature.kind == signature.kind for h in u]
     signature = refine_by_lines(signature, [line for n in dict.fromkeys(h.node for h in hits) for line in runs[n].lines])
     nodes = list(dict.fromkeys(h.node for h in hits))
-    evidence = [f"{node}: {next(h.line for h in hits if h.node == node)[:300]}" for node in nodes]
+    evidence = [f"{node}: {line[:300]}" for node in nodes for line in _telling_lines([h for h in hits if h.node == node])]
     ranks = sorted({h.rank for h in hits if h.rank is not None})
     local = [] if ranks else sorted({h.local_rank for h in hits if h.local_rank is not None}
                                     or {lr for n in nodes for lr in launcher_local_ranks(runs[n])})
@@ -270,6 +270,15 @@ def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines]) -> Cau
                      f"{signature.summary}; seen from {', '.join(nodes)}, which node failed first is not in the logs",
                      signature.remedy, seen=nodes)
     return Cause(signature.kind, nodes, ranks, evidence, signature.summary, signature.remedy, local)
+
+
+def _telling_lines(hits: List[Hit]) -> List[str]:
+    """A node's evidence for its cause: its first line, and the first that says it in another space's words (torch's
+    writer's "unexpected pos" and the errno "No space left on device" beside it): a user reads the plainer one."""
+    first = hits[0]
+    other = next((h for h in hits[1:] if h.signature and first.signature and h.signature.space != first.signature.space
+                  and h.line != first.line), None)
+    return [first.line] + ([other.line] if other else [])
 
 
 def _unclassified(units: List[List[Hit]], runs: Dict[str, NodeLines], roots) -> Cause:
