@@ -63,13 +63,73 @@ def test_a_rank_records_the_locks_it_holds_until_it_releases_them(tmp_path, monk
     baton = FileBaton(str(tmp_path / "lock"))
     assert baton.try_acquire()
     [record] = os.listdir(records)
-    inode, mtime_ns, path = (records / record).read_text().split(" ", 2)
-    found = os.stat(tmp_path / "lock")
-    assert (int(inode), int(mtime_ns), path.strip()) == (found.st_ino, found.st_mtime_ns, str(tmp_path / "lock"))
+    lines = dict(line.split(" ", 1) for line in (records / record).read_text().splitlines())
+    assert lines["lock"] == str(tmp_path / "lock")
+    assert os.path.samefile(lines["staged"], tmp_path / "lock")   # the lock is the staged file's hard link
     assert not FileBaton(str(tmp_path / "lock")).try_acquire()   # a waiter records nothing
     assert os.listdir(records) == [record]
     baton.release()
-    assert os.listdir(records) == [] and not (tmp_path / "lock").exists()
+    assert os.listdir(records) == [] and os.listdir(tmp_path) == ["build-locks"]
+
+
+# The rank killed at each step of taking the lock (the calls buildlocks makes, in their order): the step
+# where a SIGKILL used to leave a lock no record named was between torch's O_EXCL create and the record.
+KILLED_AT = """
+import os, sys
+sys.path.insert(0, sys.argv[3])
+import buildlocks
+from torch.utils.file_baton import FileBaton
+step, calls = int(sys.argv[4]), [0]
+def counted(real):
+    def call(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == step:
+            os.kill(os.getpid(), 9)
+        result = real(*args, **kwargs)
+        calls[0] += 1
+        if calls[0] == step:
+            os.kill(os.getpid(), 9)
+        return result
+    return call
+buildlocks.install(sys.argv[2])
+for name in ("open", "write", "close", "link", "makedirs"):
+    setattr(buildlocks.os, name, counted(getattr(os, name)))
+acquired = FileBaton(sys.argv[1]).try_acquire()
+print("steps", calls[0], acquired)
+"""
+
+
+def test_a_rank_killed_at_any_step_of_taking_the_lock_leaves_none_after_the_sweep(tmp_path):
+    step, total = 1, None
+    while total is None or step <= total:
+        case = tmp_path / str(step)
+        lock, records = case / "op" / "lock", case / "build-locks"
+        lock.parent.mkdir(parents=True)
+        proc = subprocess.run([sys.executable, "-c", KILLED_AT, str(lock), str(records), BUILDLOCKS, str(step)],
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode == 0:   # past the last step: the lock taken, the count of steps said
+            total = int(proc.stdout.split()[1])
+            assert lock.exists()
+            break
+        assert proc.returncode == -9, proc.stderr
+        swept = sweep(records)
+        assert not lock.exists(), f"killed at step {step}: {swept.stderr}"
+        assert sorted(os.listdir(lock.parent)) == [], f"killed at step {step}"
+        step += 1
+    assert step > 6, "fewer steps than buildlocks makes: the kills reached nothing"
+
+
+def test_a_rank_killed_while_another_job_holds_the_lock_leaves_that_lock(tmp_path):
+    lock, records = tmp_path / "op" / "lock", tmp_path / "build-locks"
+    killed_holding(lock, tmp_path / "other-run" / "build-locks")   # another job's, still building
+    for step in range(1, 12):
+        proc = subprocess.run([sys.executable, "-c", KILLED_AT, str(lock), str(records), BUILDLOCKS, str(step)],
+                              capture_output=True, text=True, timeout=120)
+        sweep(records)
+        assert lock.exists(), f"killed at step {step}: {proc.stdout}"
+        if proc.returncode == 0:
+            assert proc.stdout.split()[2] == "False"
+            break
 
 
 def test_without_a_records_directory_nothing_is_hooked(monkeypatch):

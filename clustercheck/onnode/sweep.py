@@ -10,8 +10,9 @@ Run by the launch's own shell when torchrun ends, fails or is stopped: `python -
 2. A DeepSpeed / torch C++ extension build (or the up-to-date check of a load) killed half way leaves its
    lock (`lock` in the op's directory under the torch extensions root, often a shared home), and every
    later start on every node that shares the directory waits on it for ever. The ranks wrote down the
-   locks they held (buildlocks.py, under RECORDS); once the run's processes are gone, each recorded lock
-   that still is the one recorded (same inode and creation time) is removed. Nothing else is: a build of
+   locks they held (buildlocks.py, under RECORDS, written before the lock is made); once the run's
+   processes are gone, each recorded lock that still is the one recorded (the hard link of the rank's staged
+   file, or the same inode and creation time) is removed. Nothing else is: a build of
    another job, or one on another node that shares the directory and still runs, keeps its lock.
 """
 
@@ -114,8 +115,17 @@ def build_locks(root):
     return found
 
 
+def _record(text):
+    """(lock path, staged path or None, (inode, mtime_ns) or None) of one record (buildlocks.py)."""
+    fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+    identity = tuple(int(n) for n in fields["identity"].split()) if "identity" in fields else None
+    if "lock" not in fields or not (fields.get("staged") or identity) or (identity and len(identity) != 2):
+        raise ValueError(text)
+    return fields["lock"], fields.get("staged"), identity
+
+
 def recorded_locks(folder):
-    """{record file: (lock path, (inode, mtime_ns))} the run's ranks wrote and have not taken back."""
+    """{record file: (lock path, staged path, identity)} the run's ranks wrote and have not taken back."""
     found = {}
     try:
         names = os.listdir(folder)
@@ -123,32 +133,47 @@ def recorded_locks(folder):
         return found
     for name in names:
         try:
-            inode, mtime_ns, path = open(os.path.join(folder, name)).read().rstrip("\n").split(" ", 2)
-            found[os.path.join(folder, name)] = (path, (int(inode), int(mtime_ns)))
+            found[os.path.join(folder, name)] = _record(open(os.path.join(folder, name)).read())
         except (OSError, ValueError):
-            pass   # half written when its rank was killed: that rank held no lock long enough to matter
+            pass   # half written when its rank was killed: written before the lock was, so none is its
     return found
 
 
+def _is_the_recorded_one(path, staged, identity):
+    """The lock at `path` is the one the record names: the staged file's inode (the lock is its hard link),
+    or the recorded inode and creation time. A lock released and made again by another build is not."""
+    try:
+        lock = os.stat(path)
+    except OSError:
+        return False
+    if staged:
+        try:
+            mine = os.stat(staged)
+        except OSError:
+            return False   # not staged yet (the lock, if any, is another's) or released already
+        return (mine.st_dev, mine.st_ino) == (lock.st_dev, lock.st_ino)
+    return (lock.st_ino, lock.st_mtime_ns) == identity
+
+
 def unlock(records, gone=True):
-    """Remove the recorded locks that are still the ones recorded (a lock released and made again by
-    another build has another inode or creation time), and their records."""
+    """Remove the recorded locks that are still the ones recorded, their staged files and their records."""
     if records and not gone:
         sys.stderr.write("clustercheck: the run's processes still ran %g s after they were killed: its build "
                          "locks are left as they are\n" % GONE_WAIT_S)
         return
-    for record, (path, identity) in sorted(records.items()):
-        try:
-            found = os.stat(path)
-            if (found.st_ino, found.st_mtime_ns) == identity:
+    for record, (path, staged, identity) in sorted(records.items()):
+        if _is_the_recorded_one(path, staged, identity):
+            try:
                 os.remove(path)
                 sys.stderr.write("clustercheck: removed the build lock %s left by the stopped run\n" % path)
-        except OSError:
-            pass
-        try:
-            os.remove(record)
-        except OSError:
-            pass
+            except OSError:
+                pass
+        for left in (staged, record):
+            try:
+                if left:
+                    os.remove(left)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
