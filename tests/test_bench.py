@@ -7,7 +7,7 @@ import pytest
 
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 from clustercheck.stages.bench.expected import Expected
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.rules import Expectations, judge_bench, pairwise_verdict, stage_outcome
@@ -74,7 +74,7 @@ def stage(runs, events=(), name="bench", config=None):
     first = next(iter(node_runs.values()))
     first.events = [{"event": "start", "world": len(runs), "ranks": [{"node": n, "local_rank": 0} for n in runs]},
                     *events]
-    return LaunchResult(name, node_runs, 3.0, config or {"iters": 5, "warmup": 2, "check": True, "size_budget": 2.0})
+    return RanksRun(name, node_runs, 3.0, config or {"iters": 5, "warmup": 2, "check": True, "size_budget": 2.0})
 
 
 def test_a_node_lost_mid_run_is_the_culprit():

@@ -15,7 +15,7 @@ from clustercheck.core.result import Status
 from clustercheck.core.thresholds import parse_config
 from clustercheck.node.facts import Probed
 from clustercheck.preflight.diff import diff_reports, load_report
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 from clustercheck.stages.bench.baseline import read_baseline
 from clustercheck.stages.bench.expected import gbits, published
 from clustercheck.stages.bench.facts import BenchFacts
@@ -79,7 +79,7 @@ def sweep_facts(rows, nodes=("n1", "n2")):
                                 "in_place": {"time_us": size / busbw / 1e3 * (2 * 15 / 16), "wrong": 0}}
                                for size, busbw in rows), {"event": "done"}]
     facts = BenchFacts([Node(n) for n in nodes], [])
-    facts.stages.append(LaunchResult("torchrun", runs, 1.0, {}))
+    facts.stages.append(RanksRun("torchrun", runs, 1.0, {}))
     return facts
 
 

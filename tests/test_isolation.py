@@ -10,7 +10,7 @@ from benchmarks.simulate import Model, run_adaptive, run_full, scenario
 from clustercheck.core.inventory import Node
 from clustercheck.core.result import Status
 from clustercheck.onnode.rounds import Isolation, replay, round_limit, round_robin
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.gather import pair_mode, progress_text
 from clustercheck.stages.bench.rules import pairwise_verdict
@@ -109,7 +109,7 @@ def bench_facts(nodes, rounds, budget=()):
     runs = {n: NodeRun(n, exit_code=0) for n in nodes}
     runs[nodes[0]].events = events
     facts = BenchFacts([Node(n) for n in nodes], [])
-    facts.stages.append(LaunchResult("torchrun", runs, 1.0, {"pairwise": "adaptive", "nodes": list(nodes)}))
+    facts.stages.append(RanksRun("torchrun", runs, 1.0, {"pairwise": "adaptive", "nodes": list(nodes)}))
     return facts
 
 

@@ -48,7 +48,7 @@ def _finished(runs, summary=True):
     """A smoke run whose ranks all reported (the summary) and whose torchruns ended as `runs` say."""
     from clustercheck.core.inventory import Node
     from clustercheck.node.facts import Probed
-    from clustercheck.ranks.runs import LaunchResult
+    from clustercheck.ranks.runs import RanksRun
     from clustercheck.stages.smoke.facts import SmokeFacts
 
     events = [{"event": "summary", "mode": "ddp", "world": 4, "steps": 10, "first_loss": 5.0, "last_loss": 2.0,
@@ -57,7 +57,7 @@ def _finished(runs, summary=True):
                "peak_mem_mb": 1.0, "elapsed_s": 1.0, "node": "n1"}] if summary else []
     runs["n1"].events = events
     nodes = [Node(name) for name in runs]
-    stage = LaunchResult("train", runs, 1.0, {"mode": "ddp", "save_at": 5})
+    stage = RanksRun("train", runs, 1.0, {"mode": "ddp", "save_at": 5})
     return SmokeFacts(nodes, [Probed(n, facts={}) for n in nodes], stage=stage)
 
 

@@ -15,7 +15,7 @@ from clustercheck.core.inventory import Node
 from clustercheck.core.result import Finding, Status
 from clustercheck.node.gather import ProbeOptions
 from clustercheck.preflight.options import PreflightOptions, preflight_stages
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 from clustercheck.runner.options import ClusterOptions, from_params, to_args
 from clustercheck.runner.stage import Stage, StageResult, run_stages
 from clustercheck.stages.bench.facts import BenchFacts
@@ -78,7 +78,7 @@ def test_the_runner_runs_new_stages_skips_by_their_rules_and_judges_the_nodes_on
 
 
 def launch(name, exit_codes):
-    return LaunchResult(name, {node: NodeRun(node, exit_code=code) for node, code in exit_codes.items()}, 1.0, {})
+    return RanksRun(name, {node: NodeRun(node, exit_code=code) for node, code in exit_codes.items()}, 1.0, {})
 
 
 def bench_result(launches):

@@ -96,25 +96,16 @@ def bench_options(backend: str, deadline: Deadline) -> BenchOptions:
 
 
 def bench_events(joined: Joined, nodes: List[str], leaders: Dict[str, int], deadline: Deadline) -> Dict:
-    """This rank's events of the pair rounds and the sweep (the worker's own), or the error that stopped them."""
+    """This rank's events of the pair rounds and the sweep (the worker's own measure, over the job's process
+    group and device), or the error that stopped them."""
     rank_faults.kill_if_due("bench")
     config = worker_config(bench_options(joined.backend, deadline), joined.backend, nodes)
     events: List[Dict] = []
-    bench_worker.EVENTS = events
     try:
-        harness = bench_worker.Harness(config)
-        harness.device = joined.device
-        probe = torch.ones(1, device=joined.device)
-        torch.distributed.all_reduce(probe)      # a dead or stuck rank shows here, before the rounds
-        if config.get("pairwise"):
-            bench_worker.pair_rounds(harness, config, leaders)
-        bench_worker.sweep(harness, config)
-        torch.distributed.barrier()
+        bench_worker.measure(bench_worker.Harness(config, joined.device, events.append), config, leaders)
         return {"events": events, "config": config, "error": ""}
     except Exception as exc:     # a rank that died, or a collective that timed out: said, judged as a failed run
         return {"events": events, "config": config, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
-    finally:
-        bench_worker.EVENTS = None
 
 
 def storage_plan(deadline: Deadline, first_host: str) -> Dict:

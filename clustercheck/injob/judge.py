@@ -14,7 +14,7 @@ from clustercheck.core.inventory import Node
 from clustercheck.injob.rules import arrival
 from clustercheck.node.facts import Probed
 from clustercheck.node.judges import judge_nodes
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 from clustercheck.runner.stage import RunResult, Stage, StageResult
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.stages.bench.gather import expected_figure
@@ -99,8 +99,9 @@ def _storage_facts(gathered: Gathered, nodes: List[Node]) -> Optional[StorageFac
     return facts
 
 
-def _launch(gathered: Gathered) -> Optional[LaunchResult]:
-    """The bench's ranks as one launch over the nodes: each node's events, and how its ranks ended."""
+def _ranks_run(gathered: Gathered) -> Optional[RanksRun]:
+    """The job's ranks' bench measuring as the run of ranks the bench judges read: each node's measured
+    events, and how its ranks ended (a rank that never answered: the node is lost)."""
     benches = {r: doc["bench"] for r, doc in gathered.answered.items() if doc.get("bench") is not None}
     if not benches:
         return None
@@ -121,7 +122,7 @@ def _launch(gathered: Gathered) -> Optional[LaunchResult]:
         runs[gathered.who[min(gathered.who)]["host"]].events.append({"event": "done"})
     config = next(iter(benches.values()))["config"]
     wall = max((gathered.answered[r].get("seconds", {}).get("bench", 0.0) for r in benches), default=0.0)
-    return LaunchResult(LAUNCH_NAME, runs, wall, config)
+    return RanksRun(LAUNCH_NAME, runs, wall, config)
 
 
 def judged(gathered: Gathered) -> Tuple[List[Stage], RunResult]:
@@ -145,9 +146,9 @@ def judged(gathered: Gathered) -> Tuple[List[Stage], RunResult]:
     if storage is not None:
         storage_stage = StorageStage(StorageOptions(checkpoint_dir=storage.directory))
         results.insert(2, StageResult("storage", facts=storage, findings=storage_stage.judge(storage)))
-    launch = _launch(gathered)
-    if launch is not None:
-        bench = BenchFacts(nodes, probed, gathered.backend, stages=[launch])
+    ranks_run = _ranks_run(gathered)
+    if ranks_run is not None:
+        bench = BenchFacts(nodes, probed, gathered.backend, stages=[ranks_run])
         bench.nproc = {host: len(gathered.ranks_on(host)) for host in gathered.hosts()}
         bench.expected = expected_figure(bench_options, bench_stage.expect.configured_busbw, probed, gathered.backend)
         results[-1].facts, results[-1].findings = bench, bench_stage.judge(bench)

@@ -41,13 +41,8 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.Redu
 SPLIT = {"all_gather", "reduce_scatter", "alltoall"}
 
 
-EVENTS = None   # in-process (clustercheck.injob): a list the events go to instead of stdout
-
-
 def emit(doc):
-    if EVENTS is not None:
-        EVENTS.append(doc)
-        return
+    """An event as a JSON line on stdout, where the tool reads it (the check inside the job passes its own)."""
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
 
@@ -61,11 +56,15 @@ def die_with_parent():
 
 
 class Harness:
-    def __init__(self, config):
+    """One rank's collectives over the process group; its events go to `emit` (stdout, or the job's list)."""
+
+    def __init__(self, config, device=None, emit=emit):
         self.config = config
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cuda = config["backend"] == "nccl"
-        self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if self.cuda else torch.device("cpu")
+        self.device = device or (torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if self.cuda
+                                 else torch.device("cpu"))
+        self.emit = emit
         self.dtype = DTYPES[config.get("dtype", "float")]
         self.op_name = config.get("op", "sum")
 
@@ -184,7 +183,7 @@ def sweep(harness, config):
                 row[placement], once = harness.measure(name, count, placement == "in_place", config["size_budget"])
                 slowest = max(slowest, once)
             if harness.rank == 0:
-                emit(row)
+                harness.emit(row)
             if hang:
                 hang.step(size)
                 rank_faults.freeze_if_due(size)
@@ -199,7 +198,7 @@ def sweep(harness, config):
                 spent, config["stage_budget"], slowest * (following / size))
         if reason and following <= config["max_bytes"]:
             if harness.rank == 0:
-                emit({"event": "budget", "stage": "sweep", "last_bytes": size, "skipped_from": following,
+                harness.emit({"event": "budget", "stage": "sweep", "last_bytes": size, "skipped_from": following,
                       "reason": reason})
             break
         size = following
@@ -262,7 +261,7 @@ def pair_rounds(harness, config, leaders):
             else:
                 plan = [search.plan()]
             if plan[0] and index and time.monotonic() - started > config["stage_budget"]:
-                emit({"event": "budget", "stage": "pairs", "rounds": index,
+                harness.emit({"event": "budget", "stage": "pairs", "rounds": index,
                       "reason": "%.0f s spent, the budget for the pair rounds is %g s" % (
                           time.monotonic() - started, config["stage_budget"])})
                 plan = [[]]
@@ -281,7 +280,7 @@ def pair_rounds(harness, config, leaders):
             if leaders[a] == harness.rank:  # one of the two reports
                 record = {"event": "pair", "phase": phase, "round": index, "a": a, "b": b, "bytes": count * element,
                           "time_us": seconds * 1e6, "iters": iters}
-                emit(record)
+                harness.emit(record)
                 results.append(record)
         gathered = [None] * harness.world
         dist.all_gather_object(gathered, results)
@@ -291,13 +290,13 @@ def pair_rounds(harness, config, leaders):
             speeds = {(r["a"], r["b"]): exchange_gbps(r) for r in done}
             if search:
                 search.record(speeds)
-            emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),
+            harness.emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),
                   "seconds": time.monotonic() - round_started,
                   "slowest": min(([a, b, s] for (a, b), s in speeds.items()), key=lambda x: x[2], default=None),
                   "reference": search.reference if search else None})
         index += 1
     if harness.rank == 0 and search:
-        emit({"event": "isolated", "slow": search.slow_nodes(), "links": [list(p) for p in search.links],
+        harness.emit({"event": "isolated", "slow": search.slow_nodes(), "links": [list(p) for p in search.links],
               "undecided": search.undecided(), "rounds": search.rounds})
 
 
@@ -320,6 +319,22 @@ def confirmation_rounds(measured, nodes):
     if len(good) == 2:
         return [[(suspects[0], good[0]), (suspects[1], good[1])], [(suspects[0], good[1]), (suspects[1], good[0])]]
     return [[(suspects[0], good[0])], [(suspects[1], good[0])]]
+
+
+def measure(harness, config, leaders):
+    """What every rank measures, the tool's launch and the check inside the job alike: a tiny all_reduce
+    first (a dead or stuck rank shows here, not in the middle of the sweep), the pair rounds between the
+    nodes' leaders (`leaders`: node -> its first rank), the sweep, and a barrier. Events go to harness.emit."""
+    probe = torch.ones(1, device=harness.device)
+    dist.all_reduce(probe)
+    harness.sync()
+    if hang:
+        hang.phase("pair rounds" if config.get("pairwise") else "sweep")
+    if config.get("pairwise"):
+        pair_rounds(harness, config, leaders)
+    if config["collectives"]:
+        sweep(harness, config)
+    dist.barrier()
 
 
 def main():
@@ -348,18 +363,7 @@ def main():
         emit({"event": "start", "world": harness.world, "ranks": everyone, "backend": config["backend"],
               "torch": torch.__version__, "nccl": nccl, "nccl_algo": os.environ.get("NCCL_ALGO"),
               "device": torch.cuda.get_device_name(harness.device) if harness.cuda else "cpu"})
-    # A tiny all_reduce first: a dead or stuck rank shows here, not in the middle of the sweep.
-    probe = torch.ones(1, device=harness.device)
-    dist.all_reduce(probe)
-    harness.sync()
-    if hang:
-        hang.phase("pair rounds" if config.get("pairwise") else "sweep")
-    if config.get("pairwise"):
-        leaders = {e["node"]: rank for rank, e in enumerate(everyone) if e["local_rank"] == 0}
-        pair_rounds(harness, config, leaders)
-    if config["collectives"]:
-        sweep(harness, config)
-    dist.barrier()
+    measure(harness, config, {e["node"]: rank for rank, e in enumerate(everyone) if e["local_rank"] == 0})
     if harness.rank == 0:
         emit({"event": "done"})
     dist.destroy_process_group()

@@ -23,7 +23,7 @@ from clustercheck.nccl.diag_judge import judge_nccl_diag
 from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_node
 from clustercheck.onnode import inline_command
 from clustercheck.onnode.nccl_log_reader import summarize
-from clustercheck.ranks.runs import LaunchResult, NodeRun
+from clustercheck.ranks.runs import RanksRun, NodeRun
 
 if TYPE_CHECKING:    # the judges import this module: no transport (paramiko) at their import
     from clustercheck.transport.fanout import Cluster
@@ -163,7 +163,7 @@ def unread(capture: NcclLogCapture) -> Optional[str]:
     return "no NCCL line was written (did the ranks reach NCCL's init?)"
 
 
-def captured_paths(stages: Sequence[Optional[LaunchResult]]) -> Dict[str, NodePath]:
+def captured_paths(stages: Sequence[Optional[RanksRun]]) -> Dict[str, NodePath]:
     """The path NCCL took on each node, from the launches' captures ({} on Gloo or where none came back)."""
     summaries: Dict[str, Dict] = {}
     for stage in stages:
@@ -175,7 +175,7 @@ def captured_paths(stages: Sequence[Optional[LaunchResult]]) -> Dict[str, NodePa
     return paths_by_node(summaries)
 
 
-def capture_findings(stages: Sequence[Optional[LaunchResult]], probed: Sequence[Probed]) -> List[Finding]:
+def capture_findings(stages: Sequence[Optional[RanksRun]], probed: Sequence[Probed]) -> List[Finding]:
     """Which path NCCL really took, judged against what each node has; what could not be read, said."""
     captures = [s.nccl for s in stages if s is not None and s.nccl is not None]
     if not captures:

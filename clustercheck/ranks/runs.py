@@ -31,8 +31,10 @@ class NodeRun:
 
 
 @dataclass
-class LaunchResult:
-    """One torchrun launch across the nodes: every node's run, and the launch's settings."""
+class RanksRun:
+    """One run of ranks across the nodes: every node's events and how its ranks ended, and the run's settings.
+    A torchrun launch of the tool's (ranks/torchrun.py) or the job's own ranks (the check inside the job,
+    injob/judge.py): the bench's and the smoke's judges read it, whoever started the ranks."""
 
     name: str
     runs: Dict[str, NodeRun]
@@ -74,7 +76,7 @@ LAUNCHERS = {"srun": "torchrun on every node through Slurm job steps (srun --ove
              "ssh": "torchrun on every node over SSH", "local": "torchrun on this machine"}
 
 
-def launched_by(stages: Sequence[LaunchResult]) -> str:
+def launched_by(stages: Sequence[RanksRun]) -> str:
     """", torchrun on every node through Slurm job steps (srun --overlap)" for a header line ("" if none ran)."""
     kinds = [s.config.get("launcher") for s in stages if s is not None and s.config.get("launcher")]
     return f", {LAUNCHERS.get(kinds[0], kinds[0])}" if kinds else ""
@@ -112,7 +114,7 @@ def aborted_at_exit(run: NodeRun) -> bool:
     return run.exit_code not in (0, None) and not run.lost and any(mark in run.stderr for mark in ABORT_MARKS)
 
 
-def ended_well(stage: Optional["LaunchResult"], summary: Optional[Dict]) -> bool:
+def ended_well(stage: Optional["RanksRun"], summary: Optional[Dict]) -> bool:
     """Every rank finished (the summary, which every rank's numbers went into) and every node's torchrun
     ended cleanly, or failed only by an abort at exit."""
     return (stage is not None and summary is not None

@@ -27,7 +27,7 @@ from clustercheck.node.facts import Probed, interpreter
 from clustercheck.onnode import source
 from clustercheck.ranks.forensics import Forensics, judge_stacks
 from clustercheck.ranks.nccl_capture import has_diagnostics, nccl_version, plan_capture, read_captured
-from clustercheck.ranks.runs import Launch, LaunchResult, NodeRun, telling_line
+from clustercheck.ranks.runs import Launch, RanksRun, NodeRun, telling_line
 from clustercheck.ranks.ras_gather import ras_findings
 from clustercheck.ranks.stack_gather import gather_stacks, probe_command
 from clustercheck.transport.base import Running, TransportError
@@ -214,7 +214,7 @@ def collect(runs: Dict[str, NodeRun], handles: Dict[str, Running]) -> None:
 
 
 def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probed], launch: Launch,
-                 progress: Optional[Callable[[str, Dict], None]] = None) -> LaunchResult:
+                 progress: Optional[Callable[[str, Dict], None]] = None) -> RanksRun:
     """torchrun on every node of `nodes` at once; returns when all ended or the deadline passed."""
     run_id = f"clustercheck-{uuid.uuid4().hex[:10]}"
     runs = {n.name: NodeRun(n.name) for n in nodes}
@@ -254,7 +254,7 @@ def run_torchrun(cluster: Cluster, nodes: Sequence[Node], probed: Sequence[Probe
             capture = read_captured(cluster, [n for n in nodes if n.name in handles], run_dirs, capture, runs,
                                     forwarded_env())
     launched = {"launcher": launcher_of(cluster, nodes)}
-    return LaunchResult(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
+    return RanksRun(launch.name, runs, time.monotonic() - started, {**launch.config, **launched}, stalled_s,
                         forensics, capture)
 
 

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional
 
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed
-from clustercheck.ranks.runs import LaunchResult
+from clustercheck.ranks.runs import RanksRun
 from clustercheck.stages.bench.expected import Expected
 from clustercheck.stages.bench.figures import BenchFigures, compute_figures
 
@@ -18,7 +18,7 @@ class BenchFacts:
     probed: List[Probed]
     backend: str = "gloo"
     nproc: Dict[str, int] = field(default_factory=dict)
-    stages: List[LaunchResult] = field(default_factory=list)   # the torchrun launch (pair rounds, then sweep)
+    stages: List[RanksRun] = field(default_factory=list)   # the torchrun launch (pair rounds, then sweep)
     problems: Dict[str, str] = field(default_factory=dict)     # node -> why it could not take part
     expected: Optional[Expected] = None                         # what all_reduce's busbw should reach
     _figures: Optional[BenchFigures] = field(default=None, repr=False)
@@ -30,5 +30,5 @@ class BenchFacts:
             self._figures = compute_figures(self.stages)
         return self._figures
 
-    def failed_launches(self) -> List[LaunchResult]:
+    def failed_launches(self) -> List[RanksRun]:
         return [s for s in self.stages if any(r.exit_code != 0 for r in s.runs.values())]

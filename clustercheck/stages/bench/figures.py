@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from clustercheck.onnode.rounds import Isolation, exchange_gbps, replay
-from clustercheck.ranks.runs import LaunchResult
+from clustercheck.ranks.runs import RanksRun
 from clustercheck.outputs.nccl_tests import PLACEMENTS, add_bandwidths, avg_busbw
 
 
@@ -31,18 +31,18 @@ class BenchFigures:
         return [row for rows in self.by_collective.values() for row in rows]
 
 
-def sweep_rows(launch: LaunchResult) -> List[Dict]:
+def sweep_rows(launch: RanksRun) -> List[Dict]:
     return [add_bandwidths(dict(row, **{p: dict(row[p]) for p in PLACEMENTS if row.get(p)}))
             for row in launch.events("row")]
 
 
-def pair_speeds(launch: LaunchResult, phase: str) -> Dict[Tuple[str, str], float]:
+def pair_speeds(launch: RanksRun, phase: str) -> Dict[Tuple[str, str], float]:
     """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing)."""
     return {(e["a"], e["b"]): exchange_gbps(e) for e in launch.events("pair")
             if e.get("phase") == phase and e.get("time_us")}
 
 
-def round_speeds(launch: LaunchResult) -> List[Dict[Tuple[str, str], float]]:
+def round_speeds(launch: RanksRun) -> List[Dict[Tuple[str, str], float]]:
     """The adaptive search's rounds in order (a round whose pairs all failed to report is empty)."""
     rounds: List[Dict[Tuple[str, str], float]] = [{} for _ in launch.events("round")]
     for event in launch.events("pair"):
@@ -51,7 +51,7 @@ def round_speeds(launch: LaunchResult) -> List[Dict[Tuple[str, str], float]]:
     return rounds
 
 
-def compute_figures(launches: List[LaunchResult]) -> BenchFigures:
+def compute_figures(launches: List[RanksRun]) -> BenchFigures:
     figures = BenchFigures()
     for launch in launches:
         for row in sweep_rows(launch):

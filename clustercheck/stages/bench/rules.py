@@ -17,7 +17,7 @@ from clustercheck.nccl.path_judge import NodePath
 from clustercheck.ranks.nccl_capture import capture_findings, captured_paths
 from clustercheck.onnode.rounds import SLOW
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
-from clustercheck.ranks.runs import LaunchResult
+from clustercheck.ranks.runs import RanksRun
 from clustercheck.stages.bench.baseline import Baseline, by_size, compare
 from clustercheck.stages.bench.facts import BenchFacts
 from clustercheck.outputs.nccl_tests import PLACEMENTS, peak
@@ -33,7 +33,7 @@ class Expectations:
     configured_busbw: float = 0.0               # [bench] expected_busbw (0: the published table)
 
 
-def ranks_of(stage: LaunchResult) -> Dict[str, List[int]]:
+def ranks_of(stage: RanksRun) -> Dict[str, List[int]]:
     start = stage.start or {}
     found: Dict[str, List[int]] = {}
     for rank, info in enumerate(start.get("ranks", [])):
@@ -58,7 +58,7 @@ def participation(facts: BenchFacts) -> List[Finding]:
     return findings
 
 
-def stage_outcome(stage: LaunchResult, timeout_s: float) -> List[Finding]:
+def stage_outcome(stage: RanksRun, timeout_s: float) -> List[Finding]:
     """Every rank finished, or which did not, and why (row 5: a dead or stuck rank)."""
     runs = stage.runs
     if all(r.exit_code == 0 for r in runs.values()) and stage.events("done"):
@@ -110,7 +110,7 @@ def _describe(event: Dict) -> str:
     return f"{event['collective']} at {event['size']} B"
 
 
-def data_check(stage: LaunchResult) -> List[Finding]:
+def data_check(stage: RanksRun) -> List[Finding]:
     bad = [(row, p) for row in stage.events("row") for p in PLACEMENTS
            if row.get(p) and (row[p].get("wrong") or 0) > 0]
     if not stage.events("row"):

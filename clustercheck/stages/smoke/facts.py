@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 from clustercheck.core.inventory import Node
 from clustercheck.node.facts import Probed
 from clustercheck.planner.memory import Shape, Workload
-from clustercheck.ranks.runs import LaunchResult
+from clustercheck.ranks.runs import RanksRun
 
 
 @dataclass
@@ -16,8 +16,8 @@ class SmokeFacts:
     nodes: List[Node]
     probed: List[Probed]
     nproc: Dict[str, int] = field(default_factory=dict)
-    stage: Optional[LaunchResult] = None      # the training run
-    resume: Optional[LaunchResult] = None     # the same run resumed from its checkpoint, in fresh processes
+    stage: Optional[RanksRun] = None      # the training run
+    resume: Optional[RanksRun] = None     # the same run resumed from its checkpoint, in fresh processes
     problems: Dict[str, str] = field(default_factory=dict)
     lacking: Dict[str, List[str]] = field(default_factory=dict)   # node -> packages --model / --lora need
     save_dir: str = ""

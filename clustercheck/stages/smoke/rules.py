@@ -17,7 +17,7 @@ from clustercheck.core.result import Finding, Status
 from clustercheck.node.facts import get, gpus
 from clustercheck.planner.fit import mode_fit
 from clustercheck.ranks.nccl_capture import capture_findings
-from clustercheck.ranks.runs import ABORT_MARKS, LaunchResult, aborted_at_exit, ended_well
+from clustercheck.ranks.runs import ABORT_MARKS, RanksRun, aborted_at_exit, ended_well
 from clustercheck.ranks.stacks import ranges
 from clustercheck.stages.smoke.classify import classify
 from clustercheck.stages.smoke.facts import SmokeFacts
@@ -34,7 +34,7 @@ STRAGGLER_RATIO = 1.5   # a node whose forward pass takes this much longer than 
 STRAGGLER_STEP_SHARE = 0.2   # ... by more than this share of the step time
 
 
-def _precision_key(stage: LaunchResult) -> str:
+def _precision_key(stage: RanksRun) -> str:
     ds = next(iter(stage.events("deepspeed_config")), None)   # --deepspeed: what "auto" resolved to decides
     used = ds.get("precision") if ds else stage.config.get("precision")
     if used in ("bf16", "fp16"):
@@ -46,7 +46,7 @@ def _node_of(summary: Dict, rank: int) -> str:
     return next((r["node"] for r in summary.get("ranks") or [] if r.get("rank") == rank), "?")
 
 
-def failure(facts: SmokeFacts, stage: LaunchResult, timeout_s: float, what: str = "training") -> Finding:
+def failure(facts: SmokeFacts, stage: RanksRun, timeout_s: float, what: str = "training") -> Finding:
     cause = classify(stage.runs, timeout_s, stage.stalled_s, stage.forensics)
     detail = [p.name for p in facts.probed if get(p.facts, "env", "TORCH_DISTRIBUTED_DEBUG") == "DETAIL"]
     if cause.kind == "crashed" and detail and stage.config.get("mode") == "ddp":
@@ -210,7 +210,7 @@ def judge_smoke(facts: SmokeFacts, timeout_s: float, min_loss_drop: float = MIN_
     return findings
 
 
-def aborts_at_exit(*stages: Optional[LaunchResult]) -> List[Finding]:
+def aborts_at_exit(*stages: Optional[RanksRun]) -> List[Finding]:
     """Ranks that finished training and then aborted as their process exited: a WARN about teardown (the
     run's numbers stand), with the line that says so, never a crash in training."""
     runs = [(stage.name, node, run) for stage in stages if stage is not None for node, run in stage.runs.items()
