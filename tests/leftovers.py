@@ -16,6 +16,8 @@ import time
 import uuid
 from typing import Dict, List, NamedTuple, Optional
 
+from clustercheck.onnode.sweep import ancestors, running, stat_fields
+
 SESSION_VAR = "CLUSTERCHECK_TEST_SESSION"
 # this session's sandboxes: conftest's and the test files' names end with this process's pid (t1234, s1234, st1234)
 OURS = re.compile(rf"^[a-z]+{os.getpid() % 10000}-n\d+$")
@@ -81,24 +83,8 @@ def now_ticks() -> int:
 
 
 def _started(pid: str) -> int:
-    stat = _read(f"/proc/{pid}/stat")
-    fields = stat[stat.rfind(b")") + 2:].split() if stat else []
-    return int(fields[19]) if len(fields) > 19 else 0
-
-
-def _zombie(pid: str) -> bool:
-    stat = _read(f"/proc/{pid}/stat")
-    return not stat or stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
-
-
-def _spared() -> set:
-    """This process and its ancestors (pytest, the shell that ran it)."""
-    pids, pid = set(), os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
-        stat = _read(f"/proc/{pid}/stat")
-        pid = int(stat[stat.rfind(b")") + 2:].split()[1]) if stat else 0
-    return pids
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else 0
 
 
 def clustercheck_processes(node_prefix: Optional[str] = None, since: int = 0,
@@ -107,10 +93,10 @@ def clustercheck_processes(node_prefix: Optional[str] = None, since: int = 0,
     node_prefix (any of this session's sandboxes when None), or on the host with this session's mark; started at `since` (clock
     ticks since boot) or later: a test answers for what it started, not for a fixture's servers. pattern: the
     processes whose command line it matches (as pgrep -f), instead of the tool's marks."""
-    names, spared, found = _netns_names(), _spared(), []
+    names, spared, found = _netns_names(), ancestors(), []   # not this process, pytest, its shell
     host_net = os.stat("/proc/self/ns/net").st_ino
     for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) in spared or _zombie(pid) or (since and _started(pid) < since):
+        if not pid.isdigit() or int(pid) in spared or not running(pid) or (since and _started(pid) < since):
             continue
         try:
             net = os.stat(f"/proc/{pid}/ns/net").st_ino

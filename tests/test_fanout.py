@@ -8,6 +8,7 @@ import time
 import paramiko
 import pytest
 
+from clustercheck.core import threads
 from clustercheck.core.inventory import Node
 from clustercheck.runner.options import ClusterOptions
 from clustercheck.stages.net.gather import gather_net
@@ -56,6 +57,36 @@ def test_results_keep_input_order_when_some_items_raise_and_others_do_not():
     finished, box = finishes(lambda: parallel_map(half, list(range(10)), 3))
     assert finished and isinstance(box["error"], KeyError) and box["error"].args == (1,)
     assert parallel_map(lambda i: i * 10, list(range(10)), 3) == [i * 10 for i in range(10)]
+
+
+def test_a_map_waited_on_in_another_thread_ends_when_the_run_is_stopped():
+    """stop_all takes the workers off the queue: the thread waiting on the map is told so, not left waiting for
+    the items no worker will take (the interrupt path joins every thread within its deadline)."""
+    started = threading.Event()
+
+    def slow(item):
+        started.set()
+        time.sleep(0.5)
+        return item
+
+    def waited():
+        return parallel_map(slow, list(range(50)), 2)
+
+    box = {}
+    waiter = threading.Thread(target=lambda: box.update(result=_caught(waited)), daemon=True)
+    waiter.start()
+    assert started.wait(10)
+    assert threads.stop_all(5.0) == []
+    waiter.join(5.0)
+    assert not waiter.is_alive(), "the waiting thread was still waiting after the stop"
+    assert isinstance(box["result"], threads.Stopped) and "of 50 items not done" in str(box["result"])
+
+
+def _caught(func):
+    try:
+        return func()
+    except Exception as exc:    # noqa: BLE001 - the test reads what it raised
+        return exc
 
 
 def test_any_failure_in_a_step_is_that_nodes_outcome_and_the_others_finish():

@@ -17,7 +17,7 @@ import pytest
 
 from clustercheck.core.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN
 from clustercheck.core.inventory import Defaults, local_inventory
-from clustercheck.core.result import NOTHING_CHECKED, Finding, Status, note, verdict_line, worst
+from clustercheck.core.result import NOTHING_CHECKED_VERDICT, Finding, Status, note, verdict_line, worst
 from clustercheck.metrics.build import finding_samples, run_samples
 from clustercheck.runner.healthy import failed_nodes, healthy_nodes
 from clustercheck.runner.stage import RunResult, StageResult
@@ -133,7 +133,7 @@ def test_preflight_with_every_stage_skipped_names_no_node_healthy(tmp_path):
     not_ready(proc, EXIT_UNKNOWN)
     doc = doc_of(proc)
     verdict_not_ok(doc)
-    assert doc["verdict"].startswith(NOTHING_CHECKED), doc["verdict"]
+    assert doc["verdict"].startswith(NOTHING_CHECKED_VERDICT), doc["verdict"]
     assert doc["healthy_nodes"] == [] and doc["failed_nodes"] == ["localhost"], doc
 
 
@@ -227,7 +227,7 @@ def test_a_run_of_notes_and_a_push_is_unknown_and_calls_no_node_healthy():
                         after=list(after))
         assert worst(run.findings) is Status.UNKNOWN and run.exit_code == EXIT_UNKNOWN, run.findings
         line = verdict_line(run.findings)
-        assert line.startswith(NOTHING_CHECKED if push_failed not in after else "UNKNOWN: "), line
+        assert line.startswith(NOTHING_CHECKED_VERDICT if push_failed not in after else "UNKNOWN: "), line
         assert healthy_nodes(run) == [] and failed_nodes(run) == ["localhost"]
     checked = RunResult(nodes, [StageResult("env", findings=[Finding("shm", Status.OK, "/dev/shm is large")])],
                         after=[push_failed])

@@ -42,7 +42,8 @@ class Status(enum.IntEnum):
 
 VERDICTS = {Status.OK: "READY", Status.WARN: "READY, WITH WARNINGS",
             Status.UNKNOWN: "UNKNOWN: NOT EVERYTHING COULD BE CHECKED", Status.FAIL: "NOT READY"}
-NOTHING_CHECKED = "UNKNOWN: NOTHING WAS CHECKED"
+NOTHING_CHECKED = "nothing was checked"        # a run's finding says it; the verdict heads with it
+NOTHING_CHECKED_VERDICT = "UNKNOWN: " + NOTHING_CHECKED.upper()
 
 
 @dataclass
@@ -115,6 +116,6 @@ def verdict_line(findings: Sequence[Finding]) -> str:
     status = worst(findings)
     # no finding said OK, WARN or FAIL: every check that ran could not check (no node answered, every stage skipped)
     seen = any(f.checked and f.status is not Status.UNKNOWN for f in findings)
-    head = NOTHING_CHECKED if status is Status.UNKNOWN and not seen else VERDICTS[status]
+    head = NOTHING_CHECKED_VERDICT if status is Status.UNKNOWN and not seen else VERDICTS[status]
     return f"{head} ({', '.join(parts)})"
 

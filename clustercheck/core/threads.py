@@ -15,6 +15,10 @@ import threading
 import time
 from typing import Callable, List, Optional, Tuple
 
+class Stopped(Exception):
+    """The run was stopped (stop_all) before this work was done: raised in the thread that waited on it."""
+
+
 _lock = threading.Lock()
 _started: List[Tuple[threading.Thread, Optional[Callable[[], None]]]] = []
 

@@ -60,7 +60,7 @@ def _problems(view: Dict, hung: bool) -> List[Finding]:
         items = view[key]
         if items:
             hosts = sorted({i["host"] for i in items if i["host"]})
-            findings.append(Finding(f"nccl.ras", Status.FAIL, f"NCCL's RAS: {len(items)} rank(s) or process(es) "
+            findings.append(Finding("nccl.ras", Status.FAIL, f"NCCL's RAS: {len(items)} rank(s) or process(es) "
                                                               f"{what}{' on ' + fold(hosts) if hosts else ''}",
                                     [i["text"] for i in items[:MAX_SAID]], remedy, hosts))
     for mismatch in view["mismatch"]:

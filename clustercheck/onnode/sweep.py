@@ -24,7 +24,7 @@ COMPILERS = (b"ninja", b"cc1plus", b"nvcc", b"cicc", b"ptxas", b"c++", b"g++", b
 GONE_WAIT_S = 10.0      # how long the killed processes may take to exit (one in a slow NFS write takes a while)
 
 
-def _stat(pid):
+def stat_fields(pid):
     """The fields of /proc/PID/stat after the command name (state first, ppid second), None once it is gone."""
     try:
         text = open("/proc/%s/stat" % pid, "rb").read()
@@ -36,16 +36,16 @@ def _stat(pid):
 def running(pid, started=None):
     """The process exists and has not exited (a zombie has closed its files); the same one if `started` is
     its start time (a pid can be reused once the process is reaped)."""
-    fields = _stat(pid)
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] not in (b"Z", b"X", b"x") and started in (None, fields[19])
 
 
-def _ancestors():
+def ancestors():
     """This process and the ones that started it (the launch's shell carries the run's tag too)."""
     pids, pid = set(), os.getpid()
     while pid > 1 and pid not in pids:
         pids.add(pid)
-        fields = _stat(pid)
+        fields = stat_fields(pid)
         pid = int(fields[1]) if fields else 0
     return pids
 
@@ -65,12 +65,12 @@ def _tagged(tag, spared):
 def kill_tagged(tag, wait_s=GONE_WAIT_S):
     """SIGKILL every process of the run, again for any it started meanwhile, until none is left running.
     True once all are gone, False when some still run at the deadline (stuck in the kernel)."""
-    spared, killed = _ancestors(), {}
+    spared, killed = ancestors(), {}
     deadline = time.monotonic() + wait_s
     while True:
         found = _tagged(tag, spared)
         for pid in found:
-            fields = _stat(pid)
+            fields = stat_fields(pid)
             try:
                 os.kill(pid, 9)
             except OSError:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.errors import EXIT_INTERRUPTED
 from clustercheck.core.inventory import Node
-from clustercheck.core.result import Finding, Status, nothing_checked, worst
+from clustercheck.core.result import NOTHING_CHECKED, Finding, Status, nothing_checked, worst
 from clustercheck.display import progress as progress_display
 from clustercheck.node.layer import NodeLayer
 from clustercheck.runner import interrupt
@@ -40,9 +40,6 @@ class StageResult:
     @property
     def ran(self) -> bool:
         return not self.skipped
-
-
-NOTHING_CHECKED = "nothing was checked"
 
 
 @dataclass

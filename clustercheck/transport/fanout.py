@@ -45,7 +45,8 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
 
     Every item is tried, whatever another raised; once all are done, the first exception
     (in input order) is raised here. Daemon threads, so that Ctrl-C in the main thread is
-    never held up by a worker blocked in a connect (each of which has its own deadline).
+    never held up by a worker blocked in a connect (each of which has its own deadline). Stopped
+    (core/threads.stop_all) while waiting: threads.Stopped, the items in hand left to their deadlines.
     """
     results: List = [None] * len(items)
     errors: Dict[int, BaseException] = {}
@@ -70,9 +71,12 @@ def parallel_map(func: Callable, items: Sequence, workers: int) -> List:
 
     for _ in range(max(1, min(workers, len(items)))):
         threads.start(worker, "clustercheck-fanout", stop=stopping.set)
-    for _ in range(len(items)):
-        while not done.acquire(timeout=0.2):  # wake up now and then so Ctrl-C is seen
-            pass
+    remaining = len(items)
+    while remaining:
+        if done.acquire(timeout=0.2):    # wake up now and then so Ctrl-C is seen
+            remaining -= 1
+        elif stopping.is_set():          # stopped: the items never taken will never be done
+            raise threads.Stopped(f"stopped with {remaining} of {len(items)} items not done")
     if errors:
         raise errors[min(errors)]
     return results
