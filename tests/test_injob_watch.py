@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -74,7 +75,9 @@ def test_bad_watch_options_are_named():
             options.watch_on_slow) == (True, 10, 1.5, 3, "stop")
     for argv, message in ((["--watch-every", "ten"], "--watch-every must be a whole number of at least 1: 'ten'"),
                           (["--watch-slower", "0.9"], "--watch-slower must be a factor above 1"),
-                          (["--watch-on-slow", "kill"], "--watch-on-slow takes stop or warn: 'kill'")):
+                          (["--watch-on-slow", "kill"], "--watch-on-slow takes stop or warn: 'kill'"),
+                          (["--stall-dump", "-5"], "--stall-dump must be a number of seconds (0: never dump): '-5.0'"),
+                          (["--stall-dump", "soon"], "--stall-dump must be a number of seconds (0: never dump): 'soon'")):
         with pytest.raises(InputError, match=re.escape(message)):
             parse_wrapper([*argv, "--", "t.py"])
 
@@ -151,3 +154,40 @@ def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
     stops = re.findall(r"rank (\d) stopping at step (\d+) \(--watch-on-slow stop\): exit 2", err)
     assert sorted(r for r, _ in stops) == ["0", "1"] and len({s for _, s in stops}) == 1, err[-3000:]
     assert "STEPS rank=" not in out
+
+
+def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_the_ranks_wrote(tmp_path):
+    """Through the wrapper, the recorder left unset as most jobs leave it: the check turns it on, rank 1 stops
+    before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. No step for 3 s:
+    each rank writes its record; explain on the folder names rank 1 and the all_reduce, and blames no other."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+               CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120")
+    for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        env.pop(name, None)
+    port = free_port()
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "clustercheck.injob", "--budget", "6",
+            "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", SCRIPT]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            start_new_session=True)
+    folder = tmp_path / "flight-recorder"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and len(list(folder.glob("*/nccl_trace_rank_*"))) < 2:
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+    dumps = sorted(p.name for p in folder.glob("*/nccl_trace_rank_*"))
+    assert dumps == ["nccl_trace_rank_0", "nccl_trace_rank_1"], err[-3000:]
+    assert "the Flight Recorder is on (TORCH_FR_BUFFER_SIZE=2000, unset by the job)" in err
+    assert "no step for 3 s (after step 29): each rank writes its Flight Recorder record" in err, err[-3000:]
+    [job] = folder.iterdir()
+    explained = subprocess.run([sys.executable, "-m", "clustercheck", "explain", str(job), "--json"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120)
+    doc = json.loads(explained.stdout)
+    assert doc["flight_recorder"]["stopped"] == [1], explained.stdout[-3000:]
+    [missing] = [f for f in doc["findings"] if f["check"] == "flight.missing"]
+    assert missing["summary"].startswith("rank(s) 1 never entered all_reduce #"), missing["summary"]
+    assert "rank 0: waits in all_reduce #" in " ".join(missing["evidence"])
+    assert explained.returncode == 2

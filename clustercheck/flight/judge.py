@@ -76,6 +76,22 @@ def _configured(dumps: List[RankDump]) -> Dict[str, Set[int]]:
     return ranks
 
 
+def current_incarnation(entries: List[Dict], seq_key: str) -> List[Dict]:
+    """The entries of the group's last incarnation on this rank. A process group destroyed and made again under
+    the same name and description (the check inside the job's own, then the job's; an elastic restart) counts its
+    collectives from 1 again, in the same recorder: matched with the earlier one's, they would read as a desync.
+    A sequence number below the one before it starts a new incarnation."""
+    start, previous = 0, None
+    for index, entry in enumerate(entries):
+        if entry["is_p2p"]:
+            continue
+        seq = entry[seq_key]
+        if previous is not None and seq < previous:
+            start = index
+        previous = seq
+    return entries[start:] if start else entries
+
+
 def build_groups(dumps: List[RankDump]) -> Dict[GroupKey, Group]:
     configured = _configured(dumps)
     groups: Dict[GroupKey, Group] = {}
@@ -86,6 +102,7 @@ def build_groups(dumps: List[RankDump]) -> Dict[GroupKey, Group]:
         for entry in dump.entries:
             by_pg.setdefault(entry["process_group"], []).append(entry)
         for key, entries in by_pg.items():
+            entries = current_incarnation(entries, seq_key)
             group = groups.get(key)
             if group is None:
                 members = configured.get(key[0])

@@ -13,15 +13,17 @@ Importing the package loads nothing heavy: torch and the stages load on the firs
 
 def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "reports", report_name: str = "injob",
           pushgateway=None, quiet: bool = False, checkpoint_dir=None, watch: bool = False, watch_every: int = 20,
-          watch_slower: float = 1.3, watch_windows: int = 2, watch_on_slow: str = "warn"):
+          watch_slower: float = 1.3, watch_windows: int = 2, watch_on_slow: str = "warn", stall_dump: float = 600.0):
     """Check the job's nodes from its own ranks, then apply the policy: on_fail="stop" makes every rank exit 2
     when the verdict is not READY; "warn" returns the verdict and training goes on. watch=True then times the
     steps and names a rank that makes them `watch_slower` times slower over `watch_windows` windows of
-    `watch_every` steps (docs/guides/injob.md, "While the job trains"). See run.check."""
+    `watch_every` steps (docs/guides/injob.md, "While the job trains"). The Flight Recorder is turned on where the
+    job did not set it (before any process group: call check() first), and once no step came for `stall_dump`
+    seconds each rank writes its record under reports_dir (0: never). See run.check."""
     from clustercheck.injob.run import check as run_check
     return run_check(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir, watch=watch,
                      watch_every=watch_every, watch_slower=watch_slower, watch_windows=watch_windows,
-                     watch_on_slow=watch_on_slow)
+                     watch_on_slow=watch_on_slow, stall_dump_s=stall_dump)
 
 
 def watch(every: int = 20, slower: float = 1.3, windows: int = 2, on_slow: str = "warn", pushgateway=None,

@@ -3,7 +3,7 @@
     torchrun ... -m clustercheck.injob [--budget S] [--on-fail stop|warn] [--reports-dir DIR]
                                        [--pushgateway URL] [--checkpoint-dir DIR] [--quiet]
                                        [--watch [--watch-every N] [--watch-slower X] [--watch-windows K]
-                                                [--watch-on-slow stop|warn]] -- train.py ARGS...
+                                                [--watch-on-slow stop|warn]] [--stall-dump S] -- train.py ARGS...
 
 Everything after `--` (or from the first word that is not an option) is the user's script and its
 arguments, passed through untouched; a launcher's --local_rank before them is the script's, and passed on. Bad input raises InputError naming the option and value. Pure.
@@ -20,6 +20,7 @@ from clustercheck.core.errors import InputError
 SOURCE = "command line"
 POLICIES = ("stop", "warn")
 DEFAULT_BUDGET_S = 60.0
+DEFAULT_STALL_DUMP_S = 600.0   # past NCCL's and Gloo's usual step times by far, well before their 10-30 min timeouts
 
 
 @dataclass
@@ -36,6 +37,7 @@ class InjobOptions:
     watch_slower: float = 1.3               # a rank that makes the steps this much slower is named
     watch_windows: int = 2                  # ... over this many windows in a row
     watch_on_slow: str = "warn"             # stop: every rank exits 2 at the next window; warn: say it, train on
+    stall_dump_s: float = DEFAULT_STALL_DUMP_S   # no step this long: each rank writes its Flight Recorder record (0: never)
 
     def __post_init__(self):
         validate(self)
@@ -53,6 +55,9 @@ def validate(options: InjobOptions) -> None:
     slower = options.watch_slower
     if isinstance(slower, bool) or not isinstance(slower, (int, float)) or not math.isfinite(slower) or slower <= 1:
         raise InputError("--watch-slower must be a factor above 1 (1.3: 30% slower)", SOURCE, value=str(slower))
+    stall = options.stall_dump_s
+    if isinstance(stall, bool) or not isinstance(stall, (int, float)) or not math.isfinite(stall) or stall < 0:
+        raise InputError("--stall-dump must be a number of seconds (0: never dump)", SOURCE, value=str(stall))
     if options.watch_on_slow not in POLICIES:
         raise InputError(f"--watch-on-slow takes {' or '.join(POLICIES)}", SOURCE, value=str(options.watch_on_slow))
     if options.pushgateway is not None:
@@ -63,14 +68,15 @@ def validate(options: InjobOptions) -> None:
 VALUED = {"--budget": "budget_s", "--on-fail": "on_fail", "--reports-dir": "reports_dir",
           "--report-name": "report_name", "--pushgateway": "pushgateway", "--checkpoint-dir": "checkpoint_dir",
           "--watch-every": "watch_every", "--watch-slower": "watch_slower", "--watch-windows": "watch_windows",
-          "--watch-on-slow": "watch_on_slow"}
+          "--watch-on-slow": "watch_on_slow", "--stall-dump": "stall_dump_s"}
 FLAGS = {"--quiet": "quiet", "--watch": "watch"}
 # What a launcher puts before the module's own arguments, meant for the training script: DeepSpeed's launcher
 # (--local_rank=N unless --no_local_rank) and torch.distributed.launch (--local-rank=N). Passed on to it, first.
 FOR_THE_SCRIPT = ("--local_rank", "--local-rank")
 USAGE = ("usage: torchrun ... -m clustercheck.injob [--budget SECONDS] [--on-fail stop|warn] [--reports-dir DIR] "
          "[--report-name NAME] [--pushgateway URL] [--checkpoint-dir DIR] [--quiet] [--watch] [--watch-every STEPS] "
-         "[--watch-slower FACTOR] [--watch-windows K] [--watch-on-slow stop|warn] -- SCRIPT [ARGS...]")
+         "[--watch-slower FACTOR] [--watch-windows K] [--watch-on-slow stop|warn] [--stall-dump SECONDS] "
+         "-- SCRIPT [ARGS...]")
 
 
 def _budget(text: str) -> float:
@@ -94,7 +100,7 @@ def _number(kind):
 
 
 CONVERT = {"--budget": _budget, "--watch-every": _number(int), "--watch-windows": _number(int),
-           "--watch-slower": _number(float)}
+           "--watch-slower": _number(float), "--stall-dump": _number(float)}
 
 
 def parse_wrapper(argv: Sequence[str]) -> Tuple[InjobOptions, str, List[str]]:

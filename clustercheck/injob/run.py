@@ -18,7 +18,7 @@ import traceback
 from typing import Dict, List, NoReturn, Optional
 
 from clustercheck.core.errors import EXIT_BAD_INPUT, InputError
-from clustercheck.injob import gather
+from clustercheck.injob import gather, stalldump
 from clustercheck.injob.judge import Gathered, judged
 from clustercheck.injob.launcher import JobEnv, read_job_env
 from clustercheck.injob.options import InjobOptions
@@ -54,7 +54,11 @@ def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "repor
 
 
 def start_watch(verdict: Verdict, options: InjobOptions, job: JobEnv) -> Verdict:
-    """After a check that lets the job train: the watch armed when asked, told where rank 0's report is."""
+    """After a check that lets the job train: the dump on no progress (stalldump.py) and the watch when asked,
+    told where rank 0's report is."""
+    if options.stall_dump_s:
+        stalldump.StallDump(options.stall_dump_s, stalldump.folder_for(options.reports_dir, os.environ), job.rank,
+                            job.host, speaker=job.local_rank == 0).install()
     if options.watch:
         from clustercheck.injob import stepwatch
         stepwatch.start(options.watch_every, options.watch_slower, options.watch_windows, options.watch_on_slow,
@@ -77,6 +81,10 @@ def apply_policy(verdict: Verdict, options: InjobOptions, rank: int) -> Verdict:
 
 def run_check(job: JobEnv, options: InjobOptions, command: str) -> Verdict:
     deadline = Deadline(options.budget_s)
+    if options.stall_dump_s:     # before the check's process group or the job's: torch reads it at the first
+        said = stalldump.turn_on(os.environ)
+        if said and job.rank == 0:
+            print(f"{PREFIX}: {said}", file=sys.stderr, flush=True)
     joined: Optional[Joined] = None
     try:
         try:

@@ -4,7 +4,7 @@ DDP on Gloo, SGD, WATCH_STEPS steps, one line per rank with its median step time
     torchrun --standalone --nproc-per-node 2 -m clustercheck.injob --watch -- watch_train.py
     WATCH_ALONE=1 torchrun --standalone --nproc-per-node 2 watch_train.py     # clustercheck.injob.watch() alone
 
-One rank made slow from a step on: WATCH_SLOW_RANK, WATCH_SLOW_AFTER, and WATCH_SLOW_HOW "sleep" (WATCH_SLOW_S
+One rank stopped at a step (a hang: WATCH_STOP_RANK, WATCH_STOP_AT, WATCH_STOP_S). One rank made slow from a step on: WATCH_SLOW_RANK, WATCH_SLOW_AFTER, and WATCH_SLOW_HOW "sleep" (WATCH_SLOW_S
 more between its steps, as a slow data loader) or "compute" (its forward does the layers' work WATCH_SLOW_TIMES
 more, as a slower device would). WATCH_PHASES=N (the benchmark): 2N phases of WATCH_STEPS steps, the watch off
 and on in turn, each phase's median step time printed.
@@ -27,6 +27,9 @@ SLOW_AFTER = int(os.environ.get("WATCH_SLOW_AFTER", "100"))
 SLOW_HOW = os.environ.get("WATCH_SLOW_HOW", "sleep")
 SLOW_S = float(os.environ.get("WATCH_SLOW_S", "0.02"))
 SLOW_TIMES = int(os.environ.get("WATCH_SLOW_TIMES", "20"))
+STOP_RANK = int(os.environ.get("WATCH_STOP_RANK", "-1"))     # this rank stops at WATCH_STOP_AT, before its
+STOP_AT = int(os.environ.get("WATCH_STOP_AT", "0"))           # forward (and so before the step's all_reduce),
+STOP_S = float(os.environ.get("WATCH_STOP_S", "300"))         # for WATCH_STOP_S: the others wait in it
 
 
 class Model(torch.nn.Module):
@@ -74,6 +77,9 @@ def main():
                         time.sleep(SLOW_S)
                     else:
                         model.extra = SLOW_TIMES
+                if rank == STOP_RANK and step == STOP_AT:
+                    print(f"STOPPED rank={rank} step={step}", flush=True)
+                    time.sleep(STOP_S)
                 optimizer.zero_grad()
                 loss = torch.nn.functional.mse_loss(ddp(data), target)
                 loss.backward()
