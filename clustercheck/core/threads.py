@@ -26,10 +26,10 @@ _started: List[Tuple[threading.Thread, Optional[Callable[[], None]]]] = []
 def start(target: Callable, name: str, stop: Optional[Callable[[], None]] = None, args: tuple = ()) -> threading.Thread:
     """A daemon thread of the tool's, started and kept with its stop until it has ended."""
     thread = threading.Thread(target=target, name=name, args=args, daemon=True)
-    with _lock:
+    with _lock:     # started under the lock: stop_all never sees a thread it cannot join yet
         _started[:] = [(t, s) for t, s in _started if t.is_alive()]
         _started.append((thread, stop))
-    thread.start()
+        thread.start()
     return thread
 
 
