@@ -39,4 +39,7 @@ if command -v apt-get >/dev/null; then
     done
 fi
 
-exec "$PY" -m pytest -q -p no:cacheprovider --durations=15 "$@"
+# Two workers (pytest-xdist): every sandbox test on one of them, one after the other (conftest.py puts them in
+# one group: one cluster of namespaces at a time), the unit tests beside them on the other; WORKERS=0 runs all
+# in this process. The suite's wall time on this 2-core machine: docs/performance.md.
+exec "$PY" -m pytest -q -p no:cacheprovider --durations=15 -n "${WORKERS:-2}" --dist loadgroup "$@"

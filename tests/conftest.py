@@ -11,6 +11,7 @@ from clustercheck.sandbox import Sandbox, down, faults, missing_requirements
 from tests import leftovers
 
 SANDBOX_NODES = 4
+SANDBOX_GROUP = "sandbox"
 # The sandbox's nodes share this host's programs: a READY verdict needs pdsh here, as DeepSpeed's
 # launcher needs it on a real launch node (scripts/test.sh installs it). Said, not silently assumed.
 needs_pdsh = pytest.mark.skipif(shutil.which("pdsh") is None,
@@ -32,8 +33,13 @@ def interpreter_hidden_from_nodes() -> List[str]:
             "(PYTHON=~/venvs/cc/bin/python scripts/test.sh)"]
 
 
+@pytest.hookimpl(tryfirst=True)    # before xdist's own, which reads the group
 def pytest_collection_modifyitems(config, items):
     sandboxed = [item for item in items if "sandbox" in item.keywords]
+    for item in sandboxed:
+        # one worker runs every sandbox test, one after the other (scripts/test.sh: --dist loadgroup): one
+        # cluster of namespaces at a time on this host, the unit tests beside it on the other workers
+        item.add_marker(pytest.mark.xdist_group(SANDBOX_GROUP))
     problems = missing_requirements() + interpreter_hidden_from_nodes()
     if problems and sandboxed:
         _skip_reason.append("; ".join(problems))
@@ -44,6 +50,16 @@ def pytest_collection_modifyitems(config, items):
         marker = pytest.mark.skip(reason="sandbox tests need: " + "; ".join(problems))
         for item in sandboxed:
             item.add_marker(marker)
+
+
+def pytest_configure(config):
+    """Under xdist the workers collect, out of sight: the controller says why the sandbox tests will skip."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        problems = missing_requirements() + interpreter_hidden_from_nodes()
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if problems and reporter is not None:
+            reporter.write_line("the sandbox tests will be skipped; they need: " + "; ".join(problems))
+            _skip_reason.append("; ".join(problems))
 
 
 def pytest_runtest_logreport(report):

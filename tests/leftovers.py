@@ -22,7 +22,9 @@ SESSION_VAR = "CLUSTERCHECK_TEST_SESSION"
 # this session's sandboxes: conftest's and the test files' names end with this process's pid (t1234, s1234, st1234)
 OURS = re.compile(rf"^[a-z]+{os.getpid() % 10000}-n\d+$")
 HOST_ONLY = "\0"        # a node prefix no sandbox node has: the host's processes alone
-SESSION = os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex[:12])
+# one per pytest process, set here: each xdist worker is a session of its own (it inherits the controller's
+# environment, which must not make every worker's processes look like its own, nor its check kill another's)
+SESSION = os.environ[SESSION_VAR] = uuid.uuid4().hex[:12]
 # the marks of the tool's own processes on a node (cmdline or environment)
 # ("clustercheck" alone is the tool's session directories and modules; the sandbox's own state directory,
 # /run/clustercheck-sandbox/..., which the nodes' init and servers name, is not the tool)
