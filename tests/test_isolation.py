@@ -175,3 +175,79 @@ def test_a_suspect_with_mixed_votes_has_its_slow_exchange_measured_again_before_
     search, rounds = play(["n1", "n2", "n3", "n4"], speed)
     assert search.slow_nodes() == ["n2"] and search.undecided() == [] and search.open_pairs() == []
     assert search.noise == [("n1", "n3")] and len(rounds) == 4
+
+
+def play_starved(nodes, speed, starved):
+    """As the worker plays it: an exchange whose side waited for a CPU is reported but not counted."""
+    search, rounds, flags = Isolation(nodes), [], []
+    while True:
+        planned = search.plan()
+        if not planned:
+            return search, rounds, flags
+        rounds.append({(a, b): speed(a, b) for a, b, _ in planned})
+        flags.append({(a, b) for a, b, _ in planned if starved(a, b)})
+        search.record({pair: s for pair, s in rounds[-1].items() if pair not in flags[-1]})
+
+
+def starved_facts(nodes, rounds, flags):
+    facts = bench_facts(nodes, rounds)
+    for event in facts.stages[0].runs[nodes[0]].events:
+        if event["event"] == "pair" and (event["a"], event["b"]) in flags[event["round"]]:
+            event.update(starved=True, cpu_wait=0.61)
+    return facts
+
+
+def test_an_exchange_that_waited_for_a_cpu_is_not_counted_and_the_pair_is_not_blamed():
+    """n3 and n4 measured slow together while their threads waited for a CPU (a busy host, not their link): the
+    search measures them with others instead, and nobody is blamed; the exchange not counted is said."""
+    busy = {"n3", "n4"}
+
+    def speed(a, b):
+        return 0.1 if {a, b} == busy else 1.0
+    search, rounds, flags = play_starved(NODES, speed, lambda a, b: {a, b} == busy)
+    assert not search.links and not search.slow_nodes()
+    [finding] = pairwise_verdict(starved_facts(NODES, rounds, flags))
+    assert finding.status is Status.OK and not finding.nodes, finding
+    assert any("n3 <-> n4: not counted, its threads waited 61% of the exchange for a CPU" in line
+               for line in finding.evidence)
+
+
+def test_a_search_whose_every_exchange_waited_for_a_cpu_is_unknown_never_ready():
+    search, rounds, flags = play_starved(NODES, lambda a, b: 0.1, lambda a, b: True)
+    [finding] = pairwise_verdict(starved_facts(NODES, rounds, flags))
+    assert finding.status is Status.UNKNOWN and "could not tell" in finding.summary
+    assert "CPUs were busy" in finding.remedy
+
+
+HOG = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_the_runqueue_wait_the_worker_reads_is_the_kernels_and_grows_when_a_cpu_is_shared():
+    """Pinned with a busy process on one CPU, the thread waits about half its time for it: what the worker reads
+    (/proc/self/task/*/schedstat) says so (alone it would not be 0 on this shared host: the other half is not
+    asserted)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from clustercheck.onnode.bench_worker import runqueue_wait_s
+
+    def share(seconds=0.6):
+        waited, start = runqueue_wait_s(), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            pass
+        return (runqueue_wait_s() - waited) / (time.perf_counter() - start)
+    cpus = os.sched_getaffinity(0)
+    cpu = min(cpus)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        hog = subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+        try:
+            time.sleep(0.3)
+            shared = share()
+        finally:
+            hog.kill()
+            hog.wait()
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert shared > 0.3, shared

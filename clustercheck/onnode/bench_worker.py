@@ -24,9 +24,9 @@ import time
 import torch
 import torch.distributed as dist
 try:  # imported as part of the clustercheck package (the check inside a job, clustercheck.injob)
-    from .rounds import Isolation, exchange_gbps, round_robin
+    from .rounds import STARVED, Isolation, counted, exchange_gbps, round_robin
 except ImportError:  # shipped to a node: clustercheck_rounds.py beside this file
-    from clustercheck_rounds import Isolation, exchange_gbps, round_robin
+    from clustercheck_rounds import STARVED, Isolation, counted, exchange_gbps, round_robin
 
 try:   # the hang hook and the sandbox's rank faults, shipped beside this file
     import clustercheck_hang as hang
@@ -204,11 +204,30 @@ def sweep(harness, config):
         size = following
 
 
+def runqueue_wait_s():
+    """Seconds this process's threads have spent waiting for a CPU (the kernel's schedstat), None where the kernel
+    does not keep it. A thread that ended meanwhile is left out."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open("/proc/self/task/%s/schedstat" % task) as handle:
+                total += int(handle.read().split()[1])
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return total / 1e9
+
+
 def exchange_pair(harness, peer, count, budget, max_iters=1000):
     """Both ways at once with the peer: one exchange, then as many as take a quarter of the budget
     (a fast pair is timed over a stretch long enough that a busy host's scheduling does not make
     it look slow); both sides agree on how many: the slower side's first exchange decides.
-    Seconds per exchange, iterations."""
+    Seconds per exchange, iterations, and the larger share of its time either side's threads waited for a CPU."""
     send = harness.values(harness.rank, count)
     recv = torch.empty_like(send)
 
@@ -216,23 +235,29 @@ def exchange_pair(harness, peer, count, budget, max_iters=1000):
         ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer)]
         for request in dist.batch_isend_irecv(ops):
             request.wait()
+
+    def agreed_max(value):
+        mine = torch.tensor([value], dtype=torch.float64, device=harness.device)
+        theirs = torch.empty_like(mine)
+        run(mine, theirs)
+        harness.sync()
+        return max(value, theirs.item())
+    waited = runqueue_wait_s()
     start = time.perf_counter()
     run(send, recv)
     harness.sync()
     once = time.perf_counter() - start
-    mine = torch.tensor([once], dtype=torch.float64, device=harness.device)
-    theirs = torch.empty_like(mine)
-    run(mine, theirs)
-    harness.sync()
-    once = max(once, theirs.item())
+    once = agreed_max(once)
     iters = 0 if once >= budget / 2 else max(1, min(max_iters, int(budget / 4 / once)))
-    if not iters:
-        return once, 1
-    start = time.perf_counter()
-    for _ in range(iters):
-        run(send, recv)
-    harness.sync()
-    return (time.perf_counter() - start) / iters, iters
+    if iters:
+        waited, start = runqueue_wait_s(), time.perf_counter()
+        for _ in range(iters):
+            run(send, recv)
+        harness.sync()
+    elapsed = time.perf_counter() - start
+    after = runqueue_wait_s()
+    share = (after - waited) / elapsed if waited is not None and after is not None and elapsed > 0 else 0.0
+    return elapsed / max(iters, 1), max(iters, 1), agreed_max(share)
 
 
 def pair_rounds(harness, config, leaders):
@@ -276,10 +301,11 @@ def pair_rounds(harness, config, leaders):
         if mine is not None:
             a, b, phase = mine
             peer = leaders[b] if leaders[a] == harness.rank else leaders[a]
-            seconds, iters = exchange_pair(harness, peer, count, config["size_budget"])
+            seconds, iters, cpu_wait = exchange_pair(harness, peer, count, config["size_budget"])
             if leaders[a] == harness.rank:  # one of the two reports
                 record = {"event": "pair", "phase": phase, "round": index, "a": a, "b": b, "bytes": count * element,
-                          "time_us": seconds * 1e6, "iters": iters}
+                          "time_us": seconds * 1e6, "iters": iters, "cpu_wait": round(cpu_wait, 3),
+                          "starved": cpu_wait > STARVED}
                 harness.emit(record)
                 results.append(record)
         gathered = [None] * harness.world
@@ -287,7 +313,7 @@ def pair_rounds(harness, config, leaders):
         if harness.rank == 0:
             done = [r for part in gathered for r in part]
             measured += done
-            speeds = {(r["a"], r["b"]): exchange_gbps(r) for r in done}
+            speeds = {(r["a"], r["b"]): exchange_gbps(r) for r in done if counted(r)}
             if search:
                 search.record(speeds)
             harness.emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),

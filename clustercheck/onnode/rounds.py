@@ -29,6 +29,9 @@ import math
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 SLOW = 0.6          # a pair below this fraction of the reference speed is slow
+# An exchange during which a side's threads waited this share of its time for a CPU (the kernel's runqueue wait,
+# /proc/self/task/*/schedstat) measured the node's busy CPUs, not its link: it is not counted, slow or fast.
+STARVED = 0.25
 MAX_VOTES = 5       # a suspect tried with this many partners without a clear majority is undecided
 
 Pair = Tuple[str, str]
@@ -49,6 +52,11 @@ def round_robin(names: Sequence[str]) -> List[List[Pair]]:
 def round_limit(count: int) -> int:
     """Rounds the adaptive search may take: 2*ceil(log2 N)+2, at least six."""
     return max(6, 2 * math.ceil(math.log2(max(count, 2))) + 2)
+
+
+def counted(event: Dict) -> bool:
+    """A pair's exchange that measured the link: it reported a time and neither side was starved of CPU."""
+    return bool(event.get("time_us")) and not event.get("starved")
 
 
 def exchange_gbps(event: Dict) -> float:

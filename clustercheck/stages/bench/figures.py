@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from clustercheck.onnode.rounds import Isolation, exchange_gbps, replay
+from clustercheck.onnode.rounds import Isolation, counted, exchange_gbps, replay
 from clustercheck.ranks.runs import RanksRun
 from clustercheck.outputs.nccl_tests import PLACEMENTS, add_bandwidths, avg_busbw
 
@@ -25,6 +25,7 @@ class BenchFigures:
     rounds: List[Dict[Tuple[str, str], float]] = field(default_factory=list)      # adaptive: each round's pairs
     search: Optional[Isolation] = None    # adaptive: the worker's search replayed from its rounds
     budget: List[Dict] = field(default_factory=list)   # where a stage stopped early, and why
+    starved: List[Dict] = field(default_factory=list)  # pair exchanges not counted: a side waited for a CPU
 
     @property
     def rows(self) -> List[Dict]:
@@ -39,14 +40,14 @@ def sweep_rows(launch: RanksRun) -> List[Dict]:
 def pair_speeds(launch: RanksRun, phase: str) -> Dict[Tuple[str, str], float]:
     """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing)."""
     return {(e["a"], e["b"]): exchange_gbps(e) for e in launch.events("pair")
-            if e.get("phase") == phase and e.get("time_us")}
+            if e.get("phase") == phase and counted(e)}
 
 
 def round_speeds(launch: RanksRun) -> List[Dict[Tuple[str, str], float]]:
     """The adaptive search's rounds in order (a round whose pairs all failed to report is empty)."""
     rounds: List[Dict[Tuple[str, str], float]] = [{} for _ in launch.events("round")]
     for event in launch.events("pair"):
-        if event.get("time_us") and event["round"] < len(rounds):
+        if counted(event) and event["round"] < len(rounds):
             rounds[event["round"]][(event["a"], event["b"])] = exchange_gbps(event)
     return rounds
 
@@ -57,6 +58,7 @@ def compute_figures(launches: List[RanksRun]) -> BenchFigures:
         for row in sweep_rows(launch):
             figures.by_collective.setdefault(row["collective"], []).append(row)
         figures.budget += launch.events("budget")
+        figures.starved += [e for e in launch.events("pair") if e.get("starved")]
         figures.pair_mode = launch.config.get("pairwise")
         if figures.pair_mode == "full":
             figures.pairs = {phase: pair_speeds(launch, phase) for phase in ("matrix", "confirm")}

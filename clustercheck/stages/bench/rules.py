@@ -15,7 +15,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.nccl.path_judge import NodePath
 from clustercheck.ranks.nccl_capture import capture_findings, captured_paths
-from clustercheck.onnode.rounds import SLOW
+from clustercheck.onnode.rounds import SLOW, STARVED
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
 from clustercheck.ranks.runs import RanksRun
 from clustercheck.stages.bench.baseline import Baseline, by_size, compare
@@ -211,15 +211,35 @@ def budget_stops(facts: BenchFacts) -> List[Finding]:
     return findings
 
 
+REMEDY_STARVED = ("the nodes' CPUs were busy while they measured (another job, a data loader, a runaway process: "
+                  "top, ps -eo pcpu,comm --sort=-pcpu); rerun the bench once they are idle")
+
+
+def starved_said(facts: BenchFacts) -> List[str]:
+    """One line per exchange not counted because a side's threads waited for a CPU."""
+    return [f"round {e.get('round', 0) + 1} ({e.get('phase')}): {e['a']} <-> {e['b']}: not counted, its threads "
+            f"waited {e.get('cpu_wait', 0):.0%} of the exchange for a CPU (above {STARVED:.0%}): it measured busy "
+            "CPUs, not the link" for e in facts.figures.starved]
+
+
 def search_verdict(facts: BenchFacts) -> List[Finding]:
     """What the adaptive search found: slow nodes, slow links, and what it could not settle."""
     search = facts.figures.search
-    if search is None or search.reference is None:
+    if search is None:
         return []
+    if search.reference is None:
+        if not facts.figures.starved and not facts.figures.rounds:
+            return []
+        return [Finding("bench.pairwise.undecided", Status.UNKNOWN,
+                        "could not tell whether any node or link is slow: no exchange of the first round measured "
+                        "a link" + (" (the nodes' CPUs were busy)" if facts.figures.starved else ""),
+                        starved_said(facts), REMEDY_STARVED if facts.figures.starved else
+                        "rerun with a larger --stage-budget", sorted(search.nodes))]
     reference = search.reference
     slow_ones = [m for m in search.measured if m[4] < SLOW * reference]
     fast_ones = [m[4] for m in search.measured if m[4] >= SLOW * reference]
     evidence = [f"round {r + 1} ({phase}): {a} <-> {b}: {gbps:.3f} GB/s (slow)" for r, phase, a, b, gbps in slow_ones]
+    evidence += starved_said(facts)
     if fast_ones:
         evidence.append(f"{len(fast_ones)} other exchange{'s' * (len(fast_ones) > 1)} fast: "
                         f"{min(fast_ones):.3f} to {max(fast_ones):.3f} GB/s")
@@ -252,6 +272,7 @@ def search_verdict(facts: BenchFacts) -> List[Finding]:
             "bench.pairwise.undecided", Status.UNKNOWN,
             f"could not tell whether {', '.join(subjects)} {'is' if len(subjects) == 1 else 'are'} slow: "
             f"the search stopped ({why})", evidence,
+            REMEDY_STARVED if facts.figures.starved else
             "rerun with a larger --stage-budget, or --pairwise full on these nodes", undecided))
     if not findings:
         checked = len({n for _, _, a, b, _ in search.measured for n in (a, b)})
@@ -270,7 +291,9 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     matrix = facts.figures.pairs.get("matrix", {})
     confirm = facts.figures.pairs.get("confirm", {})
     if not matrix:
-        return []
+        return [Finding("bench.pairwise.undecided", Status.UNKNOWN, "could not tell whether any node or link is slow: "
+                        "no exchange of the round robin measured a link (the nodes' CPUs were busy)",
+                        starved_said(facts), REMEDY_STARVED, [])] if facts.figures.starved else []
     median = statistics.median(matrix.values())
     nodes = sorted({n for pair in matrix for n in pair})
     # A node is slow when its pairs are slow next to the pairs it is not in (with 3 nodes, two of
@@ -293,6 +316,7 @@ def pairwise_verdict(facts: BenchFacts) -> List[Finding]:
     evidence = [f"{a} <-> {b}: {speed:.3f} GB/s" + (" (slow)" if (a, b) in slow_pairs else "")
                 for (a, b), speed in sorted(matrix.items())]
     evidence += [f"confirm {a} <-> {b}: {speed:.3f} GB/s" for (a, b), speed in sorted(confirm.items())]
+    evidence += starved_said(facts)
     findings = []
     if slow_nodes:
         mine = statistics.median(s for p, s in matrix.items() if set(p) & set(slow_nodes))
