@@ -227,7 +227,7 @@ def exchange_pair(harness, peer, count, budget, max_iters=1000):
     """Both ways at once with the peer: one exchange, then as many as take a quarter of the budget
     (a fast pair is timed over a stretch long enough that a busy host's scheduling does not make
     it look slow); both sides agree on how many: the slower side's first exchange decides.
-    Seconds per exchange, iterations, and the larger share of its time either side's threads waited for a CPU."""
+    Seconds per exchange, iterations, and the share of its time this side's and the peer's threads waited for a CPU."""
     send = harness.values(harness.rank, count)
     recv = torch.empty_like(send)
 
@@ -236,18 +236,18 @@ def exchange_pair(harness, peer, count, budget, max_iters=1000):
         for request in dist.batch_isend_irecv(ops):
             request.wait()
 
-    def agreed_max(value):
+    def swapped(value):
         mine = torch.tensor([value], dtype=torch.float64, device=harness.device)
         theirs = torch.empty_like(mine)
         run(mine, theirs)
         harness.sync()
-        return max(value, theirs.item())
+        return theirs.item()
     waited = runqueue_wait_s()
     start = time.perf_counter()
     run(send, recv)
     harness.sync()
     once = time.perf_counter() - start
-    once = agreed_max(once)
+    once = max(once, swapped(once))
     iters = 0 if once >= budget / 2 else max(1, min(max_iters, int(budget / 4 / once)))
     if iters:
         waited, start = runqueue_wait_s(), time.perf_counter()
@@ -257,7 +257,7 @@ def exchange_pair(harness, peer, count, budget, max_iters=1000):
     elapsed = time.perf_counter() - start
     after = runqueue_wait_s()
     share = (after - waited) / elapsed if waited is not None and after is not None and elapsed > 0 else 0.0
-    return elapsed / max(iters, 1), max(iters, 1), agreed_max(share)
+    return elapsed / max(iters, 1), max(iters, 1), (share, swapped(share))
 
 
 def pair_rounds(harness, config, leaders):
@@ -301,11 +301,12 @@ def pair_rounds(harness, config, leaders):
         if mine is not None:
             a, b, phase = mine
             peer = leaders[b] if leaders[a] == harness.rank else leaders[a]
-            seconds, iters, cpu_wait = exchange_pair(harness, peer, count, config["size_budget"])
+            seconds, iters, (mine_wait, peer_wait) = exchange_pair(harness, peer, count, config["size_budget"])
             if leaders[a] == harness.rank:  # one of the two reports
                 record = {"event": "pair", "phase": phase, "round": index, "a": a, "b": b, "bytes": count * element,
-                          "time_us": seconds * 1e6, "iters": iters, "cpu_wait": round(cpu_wait, 3),
-                          "starved": cpu_wait > STARVED}
+                          "time_us": seconds * 1e6, "iters": iters,
+                          "cpu_wait": {a: round(mine_wait, 3), b: round(peer_wait, 3)},
+                          "starved": max(mine_wait, peer_wait) > STARVED}
                 harness.emit(record)
                 results.append(record)
         gathered = [None] * harness.world

@@ -211,15 +211,21 @@ def budget_stops(facts: BenchFacts) -> List[Finding]:
     return findings
 
 
-REMEDY_STARVED = ("the nodes' CPUs were busy while they measured (another job, a data loader, a runaway process: "
-                  "top, ps -eo pcpu,comm --sort=-pcpu); rerun the bench once they are idle")
+REMEDY_STARVED = ("the named nodes' CPUs were busy or capped while they measured (another job, a data loader, a "
+                  "runaway process: top, ps -eo pcpu,comm --sort=-pcpu; a cgroup CPU quota: cpu.max); rerun the "
+                  "bench once they are free")
 
 
 def starved_said(facts: BenchFacts) -> List[str]:
-    """One line per exchange not counted because a side's threads waited for a CPU."""
-    return [f"round {e.get('round', 0) + 1} ({e.get('phase')}): {e['a']} <-> {e['b']}: not counted, its threads "
-            f"waited {e.get('cpu_wait', 0):.0%} of the exchange for a CPU (above {STARVED:.0%}): it measured busy "
-            "CPUs, not the link" for e in facts.figures.starved]
+    """One line per exchange not counted because a side's threads waited for a CPU, naming that side."""
+    lines = []
+    for event in facts.figures.starved:
+        waits = event.get("cpu_wait") or {}
+        node, share = max(waits.items(), key=lambda item: item[1]) if isinstance(waits, dict) and waits else ("?", 0)
+        lines.append(f"round {event.get('round', 0) + 1} ({event.get('phase')}): {event['a']} <-> {event['b']}: not "
+                     f"counted, {node}'s threads waited {share:.0%} of the exchange for a CPU (above {STARVED:.0%}): "
+                     "it measured busy or capped CPUs (another process, a cgroup quota), not the link")
+    return lines
 
 
 def search_verdict(facts: BenchFacts) -> List[Finding]:
