@@ -5,9 +5,11 @@ names nobody; a rank slowed mid-run between its steps is named within 30 steps t
 check, its report and the push), once; a rank whose forward computes slower stops the job under
 --watch-on-slow stop, every rank exiting 2 at one step."""
 
+import glob
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import pytest
 from clustercheck.core.errors import InputError
 from clustercheck.injob.options import parse_wrapper
 from clustercheck.injob.straggler import JOB, Episodes, judge_window
+from clustercheck.onnode.nodelib import JOB_HOOKS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "data", "injob", "watch_train.py")
@@ -158,8 +161,9 @@ def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
 
 def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_the_ranks_wrote(tmp_path):
     """Through the wrapper, the recorder left unset as most jobs leave it: the check turns it on, rank 1 stops
-    before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. No step for 3 s:
-    each rank writes its record; explain on the folder names rank 1 and the all_reduce, and blames no other."""
+    before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. `clustercheck stacks`
+    on the live job names rank 1, its node and the all_reduce from the ranks' own records; no step for 3 s: each
+    rank writes its record, and explain on the folder names the same, blaming no other rank."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120")
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
@@ -175,9 +179,20 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None and len(list(folder.glob("*/nccl_trace_rank_*"))) < 2:
             time.sleep(0.5)
+        # the live job, asked as a user would at 2 a.m.: each rank's stack and its record, from its hook
+        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", "watch_train.py", "--json"],
+                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     finally:
         os.killpg(proc.pid, 9)
         out, err = proc.communicate()
+        for left in glob.glob(f"{JOB_HOOKS}/127.0.0.1-{port}-*"):   # the killed ranks' hook files
+            shutil.rmtree(left, ignore_errors=True)
+    stacks = json.loads(live.stdout)
+    [said] = [f for f in stacks["flight_recorder"]["findings"] if f["check"] == "flight.missing"]
+    # the node as the inventory names it (the local machine, when no inventory is given)
+    assert said["summary"].startswith("rank(s) 1 on localhost never entered all_reduce #"), said["summary"]
+    assert said["nodes"] == ["localhost"] and stacks["flight_recorder"]["stopped"] == [1]
+    assert "rank 0: waits in all_reduce #" in " ".join(said["evidence"])
     dumps = sorted(p.name for p in folder.glob("*/nccl_trace_rank_*"))
     assert dumps == ["nccl_trace_rank_0", "nccl_trace_rank_1"], err[-3000:]
     assert "the Flight Recorder is on (TORCH_FR_BUFFER_SIZE=2000, unset by the job)" in err

@@ -4,6 +4,8 @@ import sys
 
 import click
 
+from clustercheck.flight.findings import judge as judge_records
+from clustercheck.flight.read import from_answers
 from clustercheck.ranks.ras_gather import RAS_DEADLINE_S, ras_findings
 from clustercheck.ranks.stack_gather import dump_matching
 from clustercheck.ranks.stacks import FRAMES_SHOWN, stacks_result
@@ -34,6 +36,9 @@ def stacks(pattern, timeout, frames, as_json, **params):
 
     Beside the stacks, NCCL's RAS (NCCL 2.24+) is asked on every node (NCCL_RAS_ADDR, else
     localhost:28028): ranks dead or missing, and the collective whose counts differ between ranks.
+    The ranks of a job started under the check inside the job (python -m clustercheck.injob)
+    answer with their Flight Recorder record too: the collective some ranks never entered,
+    those ranks and their nodes, a desync, and the process group it happened in.
 
     Exit code: 0 every matching process dumped, 2 none matched or some could not be
     dumped, 3 a node could not be reached (and nothing worse), 64 bad input; NCCL's RAS is
@@ -44,6 +49,10 @@ def stacks(pattern, timeout, frames, as_json, **params):
     with Cluster(nodes, options.fanout_options()) as cluster:
         found, problems = dump_matching(cluster, nodes, pattern, timeout)
         ras = ras_findings(cluster, nodes, min(timeout, RAS_DEADLINE_S))
-    text, code = stacks_result(found, problems, ras, pattern, frames, len(nodes), as_json)
+    answers = [(f"{s.node} pid {s.pid} (rank {s.rank})", s.rank, s.flight) for s in found
+               if s.flight is not None and s.rank is not None]
+    hosts = {s.rank: s.node for s in found if s.flight is not None and s.rank is not None}
+    flight = judge_records(from_answers(answers), hosts) if answers else None
+    text, code = stacks_result(found, problems, ras, pattern, frames, len(nodes), as_json, flight)
     click.echo(text)
     sys.exit(code)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from clustercheck.core.result import Finding, Status, note
 from clustercheck.flight.judge import (Incomplete, Mismatch, build_groups, call_site, current, fold_ranks,
@@ -48,7 +48,8 @@ def _incomplete_doc(gap: Incomplete) -> Dict:
             "ranks_missing": gap.missing, "ranks_waiting": gap.entered, "ranks_without_dump": gap.no_dump}
 
 
-def _missing_findings(gaps: List[Incomplete], dumps: Dict[int, RankDump]) -> Tuple[List[Finding], List[int]]:
+def _missing_findings(gaps: List[Incomplete], dumps: Dict[int, RankDump], hosts: Optional[Dict[int, str]] = None
+                      ) -> Tuple[List[Finding], List[int]]:
     stopped = sorted({r for g in gaps for r in g.missing if current(dumps[r]) is None})
     if not gaps:
         return [], []
@@ -59,17 +60,20 @@ def _missing_findings(gaps: List[Incomplete], dumps: Dict[int, RankDump]) -> Tup
     if any(g.group.inferred for g in gaps):
         lines.append("the dumps carry no group membership (Gloo fills no pg_config): a group's members are the "
                      "ranks that recorded any collective in it")
-    lines.append("the dumps name no host (torch writes none): match the ranks with the launcher's log")
+    if not hosts:
+        lines.append("the dumps name no host (torch writes none): match the ranks with the launcher's log")
     if not stopped:
         ranks = sorted({r for g in gaps for r in g.missing})
         return [Finding("flight.order", Status.FAIL, f"rank(s) {fold_ranks(ranks)} each wait in a collective the "
                         f"others never entered: {len(gaps)} groups' collectives called in different orders",
                         lines, REMEDIES["order"])], []
     first = next(g for g in gaps if set(g.missing) & set(stopped))
+    culprits = [r for r in first.missing if r in stopped]
+    nodes = sorted({hosts[r] for r in culprits if r in hosts}) if hosts else []
     waiting = f"; {fold_ranks(first.entered)} wait in it" if first.entered else ""
-    summary = (f"rank(s) {fold_ranks([r for r in first.missing if r in stopped])} never entered {first.op} "
+    summary = (f"rank(s) {fold_ranks(culprits)}{' on ' + ', '.join(nodes) if nodes else ''} never entered {first.op} "
                f"#{first.seq} of {first.group.label}{waiting}; stopped outside any collective")
-    return [Finding("flight.missing", Status.FAIL, summary, lines, REMEDIES["missing"])], stopped
+    return [Finding("flight.missing", Status.FAIL, summary, lines, REMEDIES["missing"], nodes)], stopped
 
 
 def _mismatch_finding(bad: Mismatch) -> Finding:
@@ -104,24 +108,26 @@ def _unreadable(read: FlightRead) -> List[Finding]:
                     REMEDIES["unreadable"])]
 
 
-def judge(read: FlightRead) -> Tuple[Dict, List[Finding]]:
-    """The dumps' document (explain's "flight_recorder") and findings."""
+def judge(read: FlightRead, hosts: Optional[Dict[int, str]] = None) -> Tuple[Dict, List[Finding]]:
+    """The dumps' document (explain's "flight_recorder") and findings; `hosts` (rank -> node), where known (live
+    ranks asked by `clustercheck stacks`), names the nodes of the ranks found."""
     enabled = gc.isenabled()
     gc.disable()        # millions of entries, no cycle among them: the collector would only walk them again
     try:
-        return _judge(read)
+        return _judge(read, hosts)
     finally:
         if enabled:
             gc.enable()
 
 
-def _judge(read: FlightRead) -> Tuple[Dict, List[Finding]]:
+def _judge(read: FlightRead, hosts: Optional[Dict[int, str]]) -> Tuple[Dict, List[Finding]]:
     dumps = {d.rank: d for d in read.dumps}
     findings = _unreadable(read) + [note("flight.note", line) for line in read.notes[:5]]
     doc: Dict = {"dumps": len(dumps), "ranks": sorted(dumps), "forms": sorted({d.form for d in dumps.values()}),
                  "versions": sorted({d.version for d in dumps.values()}), "unreadable": [
                      {"file": path, "why": why} for path, why in read.unreadable + read.other_job],
-                 "groups": [], "missing": [], "mismatch": [], "stopped": [], "hosts": None}
+                 "groups": [], "missing": [], "mismatch": [], "stopped": [],
+                 "hosts": {str(r): h for r, h in sorted(hosts.items())} if hosts else None}
     if read.other_job or not dumps:
         return doc, findings      # two jobs' dumps: which collective who missed is not for this code to guess
     groups = build_groups(list(dumps.values()))
@@ -129,7 +135,7 @@ def _judge(read: FlightRead) -> Tuple[Dict, List[Finding]]:
                       "inferred": g.inferred} for g in groups.values()]
     gaps = incomplete(groups, set(dumps))
     bad = mismatches(groups)
-    missing, doc["stopped"] = _missing_findings(gaps, dumps)
+    missing, doc["stopped"] = _missing_findings(gaps, dumps, hosts)
     doc["missing"], doc["mismatch"] = [_incomplete_doc(g) for g in gaps], [_mismatch_doc(b) for b in bad]
     findings += [_mismatch_finding(b) for b in bad] + missing
     stuck = [d for d in dumps.values() if current(d) is not None]

@@ -109,7 +109,12 @@ def read_dump(path: str, form: str) -> RankDump:
     rank = rank_of(path)
     if rank is None:
         raise Unreadable("its name does not end with the rank (torch names a dump <prefix><rank>)")
-    doc = _load(path, form)
+    return dump_of(_load(path, form), path, rank, form)
+
+
+def dump_of(doc, where: str, rank: int, form: str) -> RankDump:
+    """One rank's dump from its document as loaded (a file's, or what a rank's hook answered `clustercheck stacks`
+    with, in the JSON form's shapes); Unreadable naming what is wrong with it."""
     if not isinstance(doc, dict) or any(key not in doc for key in DUMP_KEYS):
         raise Unreadable("not a Flight Recorder dump (no version and entries)")
     version = str(doc["version"])
@@ -129,7 +134,7 @@ def read_dump(path: str, form: str) -> RankDump:
         status = _as_ints(doc.get("pg_status") or {})
     except (TypeError, ValueError, AttributeError):
         raise Unreadable("its pg_status is not numbers") from None
-    return RankDump(path, rank, form, version, doc.get("pg_config") or {}, status, entries,
+    return RankDump(where, rank, form, version, doc.get("pg_config") or {}, status, entries,
                     str(doc.get("comm_lib_version") or doc.get("nccl_version") or ""))
 
 
@@ -185,6 +190,21 @@ def one_job(dumps: List[RankDump]) -> Tuple[List[RankDump], List[Tuple[str, str]
                 for cluster in clusters if cluster is not best for d in cluster]
         kept = [d for d in kept if d in best or not d.entries]
     return kept, odd
+
+
+def from_answers(answers: List[Tuple[str, int, Dict]]) -> FlightRead:
+    """[(where, rank, document)] that live ranks answered with (`clustercheck stacks`), one job's kept."""
+    result, dumps = FlightRead(), []
+    for where, rank, doc in answers:
+        if doc.get("problem"):
+            result.unreadable.append((where, f"its record could not be read on the node: {doc['problem']}"))
+            continue
+        try:
+            dumps.append(dump_of(doc, where, rank, "json"))
+        except Unreadable as why:
+            result.unreadable.append((where, str(why)))
+    result.dumps, result.other_job = one_job(dumps)
+    return result
 
 
 def read_dumps(paths: List[str]) -> FlightRead:

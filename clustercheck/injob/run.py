@@ -57,6 +57,7 @@ def start_watch(verdict: Verdict, options: InjobOptions, job: JobEnv) -> Verdict
     """After a check that lets the job train: the dump on no progress (stalldump.py) and the watch when asked,
     told where rank 0's report is."""
     if options.stall_dump_s:
+        stalldump.answer_stacks()
         stalldump.StallDump(options.stall_dump_s, stalldump.folder_for(options.reports_dir, os.environ), job.rank,
                             job.host, speaker=job.local_rank == 0).install()
     if options.watch:

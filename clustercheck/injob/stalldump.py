@@ -10,6 +10,8 @@
   numbers, sizes, states and the Python frames at each call) to DIR/<prefix><rank>, the name torch's dump on
   timeout has, and local rank 0 says so in one line: `clustercheck explain DIR` then names the collective some
   ranks never entered, those ranks and their nodes. Once per stall: a step after it re-arms the dump.
+- `answer_stacks()`: the rank's hang hook, so that `clustercheck stacks --match train.py` on a live job gets
+  each rank's record beside its stack, and names the same.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clustercheck.core import threads
 from clustercheck.flight.formats import DEFAULT_PREFIX
+from clustercheck.onnode import hang
+from clustercheck.onnode.nodelib import job_hook_directory
 
 BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ENTRIES = "2000"
@@ -36,6 +40,13 @@ def turn_on(env: MutableMapping[str, str]) -> Optional[str]:
         return None
     env["TORCH_FR_BUFFER_SIZE"] = ENTRIES
     return f"the Flight Recorder is on (TORCH_FR_BUFFER_SIZE={ENTRIES}, unset by the job)"
+
+
+def answer_stacks() -> None:
+    """The rank's hang hook (onnode/hang.py) in a folder `clustercheck stacks` finds from the rank's environment:
+    its stack on SIGUSR2 (faulthandler) and, asked, its step and its whole Flight Recorder record."""
+    os.environ["CLUSTERCHECK_HANG_DIR"] = job_hook_directory(os.environ)
+    hang.install()
 
 
 def folder_for(reports_dir: str, env: Mapping[str, str]) -> str:
@@ -83,6 +94,7 @@ class StallDump:
     def _stepped(self, optimizer, args, kwargs) -> None:
         self.steps += 1
         self.last = time.monotonic()
+        hang.step(self.steps)        # what the hook answers `clustercheck stacks` with
 
     def _run(self) -> None:
         while not self.stopping.wait(self.poll_s):

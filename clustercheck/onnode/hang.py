@@ -9,9 +9,11 @@ Callbacks), and loaded by bench's worker (shipped beside it as clustercheck_hang
 - a daemon thread watches hang/request (a stat every 0.25 s); when clustercheck writes a
   new token there, the thread writes hang/state.RANK.json: the step and phase the rank last
   reported and the last collectives the flight recorder holds (torch's record of every
-  collective a process group issued: its name, sequence number and state).
+  collective a process group issued: its name, sequence number and state), and hang/fr.RANK,
+  the whole record as torch pickles it, for the judge of the ranks' records.
 
-The directory is CLUSTERCHECK_HANG_DIR, which clustercheck sets to the run directory's hang/;
+The directory is CLUSTERCHECK_HANG_DIR, which clustercheck sets to the run directory's hang/ (and the check
+inside a user's job to nodelib.job_hook_directory, which the stacks probe finds from the rank's environment);
 without it (the trainer run by hand) nothing is installed. Nothing here raises: a rank that
 cannot install the hook trains all the same.
 """
@@ -71,9 +73,20 @@ _stop = threading.Event()
 
 def _stop_watching(watcher: threading.Thread) -> None:
     """At exit: the watcher must not be inside torch's C++ (a flight-recorder dump) when the interpreter
-    tears down, where a daemon thread is ended by a forced unwind that aborts the rank (SIGABRT)."""
+    tears down, where a daemon thread is ended by a forced unwind that aborts the rank (SIGABRT). This rank's
+    files go with it (a job's folder under /tmp is not the tool's run directory, which goes whole)."""
     _stop.set()
     watcher.join(timeout=2.0)
+    where = directory()
+    for name in (f"state.{rank()}.json", f"fr.{rank()}", f"stack.{rank()}.txt"):
+        try:
+            os.remove(os.path.join(where, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(where)       # the last rank of the job on this node
+    except OSError:
+        pass
 
 
 def _watch(where: str) -> None:
@@ -90,7 +103,16 @@ def _watch(where: str) -> None:
 
 
 def _answer(where: str, token: str) -> None:
-    doc = {"token": token, "rank": rank(), "pid": os.getpid(), **progress, "collectives": flight_recorder()}
+    record = _record()
+    doc = {"token": token, "rank": rank(), "pid": os.getpid(), **progress, "collectives": last_collectives(record)}
+    if record:     # the whole record beside the answer, for the judge of the ranks' records (flight/)
+        try:
+            with open(os.path.join(where, f"fr.{rank()}.tmp"), "wb") as handle:
+                handle.write(record[1])
+            os.replace(os.path.join(where, f"fr.{rank()}.tmp"), os.path.join(where, f"fr.{rank()}"))
+            doc["record"] = f"fr.{rank()}"
+        except OSError:
+            pass
     path = os.path.join(where, f"state.{rank()}.json")
     try:
         with open(path + ".tmp", "w") as handle:
@@ -100,8 +122,9 @@ def _answer(where: str, token: str) -> None:
         pass
 
 
-def flight_recorder():
-    """The last collectives of this rank's process groups (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE)."""
+def _record():
+    """(the record, its pickle) of this rank's Flight Recorder (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE),
+    None when it is off or this torch has none."""
     try:
         import torch._C._distributed_c10d as c10d   # optional: a torch without the Flight Recorder's bindings
     except ImportError:
@@ -111,12 +134,20 @@ def flight_recorder():
         if dump is None:
             continue
         try:
-            trace = pickle.loads(dump(True, False, False))
+            data = dump(True, True, False)
+            trace = pickle.loads(data)     # torch's own, from this very process
         except Exception:   # no recorder for this backend, or it is off: try the other
             continue
-        entries = trace.get("entries") or []
-        if entries:
-            return [{"name": str(e.get("profiling_name", "")).split(":")[-1], "seq": e.get("collective_seq_id"),
-                     "group": (e.get("process_group") or ("", ""))[1] or str(e.get("pg_id")),
-                     "state": e.get("state")} for e in entries[-FLIGHT_ENTRIES:]]
+        if trace.get("entries"):
+            return trace, data
     return None
+
+
+def last_collectives(record):
+    """The last collectives of this rank's process groups, short: name, sequence number, group, state."""
+    if not record:
+        return None
+    return [{"name": str(e.get("profiling_name", "")).split(":")[-1], "seq": e.get("collective_seq_id"),
+             "group": (e.get("process_group") or ("", ""))[1] or str(e.get("pg_id")),
+             "state": e.get("state")} for e in record[0]["entries"][-FLIGHT_ENTRIES:]]
+

@@ -287,6 +287,18 @@ def collect_env(args):
     return dict(sorted(chosen.items()))
 
 
+JOB_HOOKS = "/tmp/clustercheck-hang"
+
+
+def job_hook_directory(env):
+    """Where the ranks of a job under clustercheck.injob answer `clustercheck stacks` (their hang hook, hang.py):
+    named from the variables the launcher gave every rank at its start, which the stacks probe reads back from
+    /proc/PID/environ (a variable the rank sets later is not there)."""
+    key = "%s-%s-%s" % (env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""),
+                        env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "")
+    return os.path.join(JOB_HOOKS, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
+
+
 def sleep_until(moment, most=600.0):
     """Sleep until moment (seconds since the epoch: the same on every node of a run); a moment further off
     than `most` is a clock that disagrees with the tool's, and is not waited for."""

@@ -8,7 +8,13 @@ only, Python 3.6+. Prints one JSON document and never raises.
         RANK): their stacks, their state, and what the hang hook of each rank answers (its
         step, phase and last collectives; hang/request and hang/state.RANK.json in DIR).
     stacks_probe.py --match REGEX [--wait S]
-        Every process whose command line matches REGEX (this probe and its callers excepted).
+        Every process whose command line matches REGEX (this probe and its callers excepted); the ranks of a
+        job under clustercheck.injob answer through their hook too (nodelib.job_hook_directory, seen through
+        /proc/PID/root: a container's /tmp is its own).
+
+A rank's hook that answers with its Flight Recorder record (hang/fr.RANK, torch's pickle) has the record read
+here by an unpickler that builds plain values only (a class named in it refuses the file), its last
+RECORD_ENTRIES collectives kept with the call site of each.
 
 Stacks come from `py-spy dump` where py-spy is on PATH or beside the interpreter (paused for
 a moment; not paused when the process is stopped, which py-spy cannot pause), else, for a
@@ -16,8 +22,10 @@ rank whose hang hook caught SIGUSR2, from what faulthandler writes to hang/stack
 """
 
 import argparse
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -27,12 +35,17 @@ import time
 import uuid
 
 try:  # imported as part of the clustercheck package (the tests)
-    from .nodelib import emit_json, read
+    from .nodelib import emit_json, job_hook_directory, read
 except ImportError:  # shipped to a node: inline_command registers nodelib beside this program
-    from nodelib import emit_json, read
+    from nodelib import emit_json, job_hook_directory, read
 
 SCHEMA = 1
 PY_SPY_TIMEOUT_S = 10.0
+RECORD_ENTRIES = 400
+RECORD_MAX_BYTES = 64 << 20
+_PLAIN = frozenset(("builtins", n) for n in ("dict", "list", "tuple", "set", "frozenset", "str", "int", "float",
+                                             "bool", "bytes"))
+RECORD_KEYS = ("version", "pg_config", "pg_status", "comm_lib_version", "nccl_version")
 STATES = {"R": "running", "S": "sleeping", "D": "in uninterruptible I/O (D)", "T": "stopped (SIGSTOP or a debugger)",
           "t": "stopped by a debugger", "Z": "a zombie (exited, not reaped)"}
 _FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.*)$')
@@ -242,6 +255,8 @@ def ask_hooks(procs, hang_dir, wait_s):
                 continue
             if answer.get("token") == token:
                 proc["hook"] = {k: answer.get(k) for k in ("step", "phase", "at", "collectives")}
+                if answer.get("record"):
+                    proc["flight"] = read_record(os.path.join(hang_dir, os.path.basename(answer["record"])))
                 waiting.remove(proc)
         if not waiting or time.monotonic() > deadline:
             break
@@ -259,16 +274,67 @@ def ask_hooks(procs, hang_dir, wait_s):
                 proc["threads"], proc["source"] = faulthandler_frames(text), "faulthandler"
 
 
+class _Plain(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in _PLAIN:
+            return pickle.Unpickler.find_class(self, module, name)
+        raise pickle.UnpicklingError("it names %s.%s, which no Flight Recorder record holds" % (module, name))
+
+
+def _call_site(frames):
+    """The first frame outside torch: the rank's own line that called the collective."""
+    for frame in frames or ():
+        name = str(frame.get("filename", "")) if isinstance(frame, dict) else ""
+        if name and "/torch/" not in name and not name.startswith("<"):
+            return [frame]
+    return []
+
+
+def read_record(path):
+    """The rank's record, its last collectives only and each with its call site; {"problem": why} if unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(RECORD_MAX_BYTES + 1)
+        if len(data) > RECORD_MAX_BYTES:
+            return {"problem": "over %d MB" % (RECORD_MAX_BYTES >> 20)}
+        doc = _Plain(io.BytesIO(data)).load()
+    except Exception as exc:   # cut short, corrupt or naming a class: refused, said
+        return {"problem": "%s: %s" % (type(exc).__name__, str(exc)[:200])}
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+        return {"problem": "not a Flight Recorder record"}
+    kept = {key: doc[key] for key in RECORD_KEYS if key in doc}
+    kept["entries"] = [dict(e, frames=_call_site(e.get("frames"))) for e in doc["entries"][-RECORD_ENTRIES:]
+                       if isinstance(e, dict)]
+    kept["entries_dropped"] = max(0, len(doc["entries"]) - RECORD_ENTRIES)
+    # tuples as lists, as torch's JSON form writes them; anything else odd as its text
+    return json.loads(json.dumps(kept, default=lambda o: list(o) if isinstance(o, (set, frozenset)) else str(o)))
+
+
+def job_hooks(procs, envs, wait_s):
+    """Ask the hooks of the ranks of jobs under clustercheck.injob, each job's folder once."""
+    by_folder = {}
+    for proc in procs:
+        env = envs.get(proc["pid"]) or {}
+        if proc["rank"] is None or not ("MASTER_ADDR" in env and "MASTER_PORT" in env):
+            continue
+        folder = os.path.join("/proc/%d/root" % proc["pid"], job_hook_directory(env).lstrip("/"))
+        if os.path.isdir(folder):
+            by_folder.setdefault(folder, []).append(proc)
+    for folder, group in sorted(by_folder.items()):
+        ask_hooks(group, folder, wait_s)
+
+
 def collect(args):
     py_spy = "" if args.no_py_spy else find_py_spy()
-    procs, skipped = [], []
+    procs, skipped, envs = [], [], {}
     for pid, argv, env in chosen(args, skipped):
+        envs[pid] = env
         fields = status(pid)
         state = (fields.get("State") or "?")[:1]
         procs.append({"pid": pid, "rank": env.get("RANK"), "local_rank": env.get("LOCAL_RANK"),
                       "command": " ".join(argv)[:300], "state": state, "state_text": STATES.get(state, state),
                       "wchan": read("/proc/%d/wchan" % pid, "") or "", "catches": catches(fields, signal.SIGUSR2),
-                      "threads": None, "source": "", "problem": "", "hook": None})
+                      "threads": None, "source": "", "problem": "", "hook": None, "flight": None})
     deadline = time.monotonic() + PY_SPY_TIMEOUT_S
     running = {p["pid"]: start_py_spy(py_spy, p["pid"], p["state"] in ("T", "t")) for p in procs} if py_spy else {}
     for proc in procs:
@@ -278,6 +344,8 @@ def collect(args):
             proc["source"] = "py-spy" if proc["threads"] is not None else ""
     if args.hang_dir:
         ask_hooks(procs, args.hang_dir, args.wait)
+    elif args.match:
+        job_hooks(procs, envs, args.wait)
     for proc in procs:
         if proc["threads"] is None and not proc["problem"]:
             proc["problem"] = ("stopped: it cannot answer" if proc["state"] in ("T", "t") else

@@ -50,6 +50,7 @@ class ProcessStack:
     phase: str = ""
     collective: Optional[Dict] = None  # the last one the flight recorder holds: name, seq, group, state
     command: str = ""
+    flight: Optional[Dict] = None      # the rank's Flight Recorder record, as its hook answered (JSON shapes)
 
     @property
     def label(self) -> str:
@@ -248,14 +249,20 @@ def stacks_findings(found: Sequence[ProcessStack], problems: Dict[str, str], pat
 
 
 def stacks_result(found: Sequence[ProcessStack], problems: Dict[str, str], ras: Sequence[Finding], pattern: str,
-                  frames_shown: int, num_nodes: int, as_json: bool) -> Tuple[str, int]:
-    """What `clustercheck stacks` prints and its exit code, the worst of the stacks' findings. NCCL's RAS is shown
-    beside them, outside the verdict: most jobs run no RAS to ask, and a dump is no less complete for it."""
+                  frames_shown: int, num_nodes: int, as_json: bool,
+                  flight: Optional[Tuple[Dict, List[Finding]]] = None) -> Tuple[str, int]:
+    """What `clustercheck stacks` prints and its exit code, the worst of the stacks' findings. NCCL's RAS and the
+    judge of the ranks' Flight Recorder records (where their hooks answered with one) are shown beside them,
+    outside the verdict: most jobs run no RAS to ask and no hook, and a dump is no less complete for it."""
     findings = stacks_findings(found, problems, pattern, num_nodes)
     groups = fold_stacks(found)
     if as_json:
         doc = {**stacks_json(groups, problems, pattern, findings), "nccl_ras": [f.to_dict() for f in ras]}
+        if flight:
+            doc["flight_recorder"] = {**flight[0], "findings": [f.to_dict() for f in flight[1]]}
         return json.dumps(doc, indent=1), worst(findings).exit_code
     lines = [render_stacks(groups, problems, frames_shown), ""] if found or problems else []
+    if flight:
+        lines += ["The ranks' Flight Recorder records:", *findings_lines(flight[1], verbose=True, verdict=False), ""]
     lines += ["NCCL's RAS:", *findings_lines(ras, verbose=True, verdict=False), "", *findings_lines(findings)]
     return "\n".join(lines), worst(findings).exit_code
