@@ -30,7 +30,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 SLOW = 0.6          # a pair below this fraction of the reference speed is slow
 # An exchange during which a side's threads waited this share of its time for a CPU (the kernel's runqueue wait,
-# /proc/self/task/*/schedstat) measured the node's busy CPUs, not its link: it is not counted, slow or fast.
+# /proc/self/task/*/schedstat) and that came out slow may have measured the node's busy CPUs, not its link: it is
+# not counted (measured with other partners instead). Fast, it counts: the link was at least that fast. (A fast
+# exchange over a veth on a 2-core host is CPU-bound and waits 30-40% of its time: that alone says nothing.)
 STARVED = 0.25
 MAX_VOTES = 5       # a suspect tried with this many partners without a clear majority is undecided
 
@@ -52,11 +54,6 @@ def round_robin(names: Sequence[str]) -> List[List[Pair]]:
 def round_limit(count: int) -> int:
     """Rounds the adaptive search may take: 2*ceil(log2 N)+2, at least six."""
     return max(6, 2 * math.ceil(math.log2(max(count, 2))) + 2)
-
-
-def counted(event: Dict) -> bool:
-    """A pair's exchange that measured the link: it reported a time and neither side was starved of CPU."""
-    return bool(event.get("time_us")) and not event.get("starved")
 
 
 def exchange_gbps(event: Dict) -> float:
@@ -84,6 +81,7 @@ class Isolation:
         self.noise: List[Pair] = []                  # slow once, fast when measured again
         self.measured: List[Tuple[int, str, str, str, float]] = []   # round, phase, a, b, GB/s
         self.remeasured: Set[Pair] = set()           # a suspect's slow exchange with a passed node, tried again
+        self.uncounted: List[Tuple[int, str, str, str, float]] = []  # slow while a side waited for a CPU
         self.rounds = 0
         self._phases: Dict[Pair, str] = {}           # the round planned and not yet recorded
 
@@ -143,19 +141,24 @@ class Isolation:
         return {b if a == node else a for _, _, a, b, _ in self.measured if node in (a, b)}
 
     # ---- results ------------------------------------------------------------------------------
-    def record(self, speeds: Dict[Pair, float]) -> None:
-        """GB/s of every pair of the round just planned (a pair that did not report is left out)."""
+    def record(self, speeds: Dict[Pair, float], starved: Sequence[Pair] = ()) -> None:
+        """GB/s of every pair of the round just planned (a pair that did not report is left out); a pair in
+        `starved` (a side waited for a CPU) that is slow is not counted, as if it had not reported."""
         phases, self._phases = self._phases, {}
         self.rounds += 1
-        for (a, b), phase in phases.items():
-            if (a, b) in speeds:
-                self.measured.append((self.rounds - 1, phase, a, b, speeds[(a, b)]))
         if self.reference is None:
             screened = [speeds[p] for p, phase in phases.items() if phase == "screen" and p in speeds]
             self.reference = upper_median(screened) if screened else None
-            if self.reference is None:
-                return
-        limit = SLOW * self.reference
+        limit = SLOW * self.reference if self.reference is not None else None
+        for pair in starved:
+            if pair in speeds and pair in phases and limit is not None and speeds[pair] < limit:
+                self.uncounted.append((self.rounds - 1, phases[pair], pair[0], pair[1], speeds[pair]))
+                speeds = {p: s for p, s in speeds.items() if p != pair}
+        for (a, b), phase in phases.items():
+            if (a, b) in speeds:
+                self.measured.append((self.rounds - 1, phase, a, b, speeds[(a, b)]))
+        if limit is None:
+            return
         for (a, b), phase in phases.items():
             if (a, b) not in speeds:
                 continue
@@ -217,13 +220,15 @@ class Isolation:
         return sorted(self.slow_pairs)
 
 
-def replay(nodes: Sequence[str], rounds: Sequence[Dict[Pair, float]], max_rounds: Optional[int] = None) -> Isolation:
-    """The search as the worker ran it: its measured rounds, in order, recorded again."""
+def replay(nodes: Sequence[str], rounds: Sequence[Dict[Pair, float]], max_rounds: Optional[int] = None,
+           starved: Sequence[Set[Pair]] = ()) -> Isolation:
+    """The search as the worker ran it: its measured rounds, in order, recorded again (with each round's pairs
+    whose side waited for a CPU)."""
     search = Isolation(nodes, max_rounds)
-    for speeds in rounds:
+    for index, speeds in enumerate(rounds):
         planned = search.plan()
         if not planned:
             break
-        search.record(speeds)
+        search.record(speeds, starved[index] if index < len(starved) else ())
     search.close()
     return search

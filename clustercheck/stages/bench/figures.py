@@ -8,10 +8,11 @@ none of them recomputes a bandwidth.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
-from clustercheck.onnode.rounds import Isolation, counted, exchange_gbps, replay
+from clustercheck.onnode.rounds import SLOW, Isolation, exchange_gbps, replay
 from clustercheck.ranks.runs import RanksRun
 from clustercheck.outputs.nccl_tests import PLACEMENTS, add_bandwidths, avg_busbw
 
@@ -25,7 +26,7 @@ class BenchFigures:
     rounds: List[Dict[Tuple[str, str], float]] = field(default_factory=list)      # adaptive: each round's pairs
     search: Optional[Isolation] = None    # adaptive: the worker's search replayed from its rounds
     budget: List[Dict] = field(default_factory=list)   # where a stage stopped early, and why
-    starved: List[Dict] = field(default_factory=list)  # pair exchanges not counted: a side waited for a CPU
+    starved: List[Dict] = field(default_factory=list)  # pair exchanges not counted: slow while a side waited for a CPU
 
     @property
     def rows(self) -> List[Dict]:
@@ -37,19 +38,31 @@ def sweep_rows(launch: RanksRun) -> List[Dict]:
             for row in launch.events("row")]
 
 
-def pair_speeds(launch: RanksRun, phase: str) -> Dict[Tuple[str, str], float]:
-    """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing)."""
-    return {(e["a"], e["b"]): exchange_gbps(e) for e in launch.events("pair")
-            if e.get("phase") == phase and counted(e)}
+def pair_speeds(launch: RanksRun, phase: str) -> Tuple[Dict[Tuple[str, str], float], List[Dict]]:
+    """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing), and the
+    exchanges not counted: slow (below SLOW x the phase's median) while a side waited for a CPU."""
+    events = [e for e in launch.events("pair") if e.get("phase") == phase and e.get("time_us")]
+    speeds = {(e["a"], e["b"]): exchange_gbps(e) for e in events}
+    if not speeds:
+        return {}, []
+    limit = SLOW * statistics.median(speeds.values())
+    uncounted = [e for e in events if e.get("starved") and speeds[(e["a"], e["b"])] < limit]
+    for event in uncounted:
+        speeds.pop((event["a"], event["b"]), None)
+    return speeds, uncounted
 
 
-def round_speeds(launch: RanksRun) -> List[Dict[Tuple[str, str], float]]:
-    """The adaptive search's rounds in order (a round whose pairs all failed to report is empty)."""
+def round_speeds(launch: RanksRun) -> Tuple[List[Dict[Tuple[str, str], float]], List[Set[Tuple[str, str]]]]:
+    """The adaptive search's rounds in order (a round whose pairs all failed to report is empty), and each
+    round's pairs whose side waited for a CPU (the search counts them only when fast)."""
     rounds: List[Dict[Tuple[str, str], float]] = [{} for _ in launch.events("round")]
+    starved: List[Set[Tuple[str, str]]] = [set() for _ in rounds]
     for event in launch.events("pair"):
-        if counted(event) and event["round"] < len(rounds):
+        if event.get("time_us") and event["round"] < len(rounds):
             rounds[event["round"]][(event["a"], event["b"])] = exchange_gbps(event)
-    return rounds
+            if event.get("starved"):
+                starved[event["round"]].add((event["a"], event["b"]))
+    return rounds, starved
 
 
 def compute_figures(launches: List[RanksRun]) -> BenchFigures:
@@ -58,13 +71,16 @@ def compute_figures(launches: List[RanksRun]) -> BenchFigures:
         for row in sweep_rows(launch):
             figures.by_collective.setdefault(row["collective"], []).append(row)
         figures.budget += launch.events("budget")
-        figures.starved += [e for e in launch.events("pair") if e.get("starved")]
         figures.pair_mode = launch.config.get("pairwise")
         if figures.pair_mode == "full":
-            figures.pairs = {phase: pair_speeds(launch, phase) for phase in ("matrix", "confirm")}
+            for phase in ("matrix", "confirm"):
+                figures.pairs[phase], uncounted = pair_speeds(launch, phase)
+                figures.starved += uncounted
         elif figures.pair_mode == "adaptive":
-            figures.rounds = round_speeds(launch)
-            figures.search = replay(launch.config["nodes"], figures.rounds, launch.config.get("max_rounds"))
+            figures.rounds, starved = round_speeds(launch)
+            figures.search = replay(launch.config["nodes"], figures.rounds, launch.config.get("max_rounds"), starved)
+            left_out = {(r, a, b) for r, _, a, b, _ in figures.search.uncounted}
+            figures.starved += [e for e in launch.events("pair") if (e.get("round"), e["a"], e["b"]) in left_out]
     for name, rows in figures.by_collective.items():
         average: Optional[float] = avg_busbw(rows)
         if average is not None:
