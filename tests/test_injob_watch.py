@@ -21,6 +21,7 @@ from clustercheck.core.errors import InputError
 from clustercheck.injob.options import parse_wrapper
 from clustercheck.injob.straggler import JOB, Episodes, judge_window
 from clustercheck.onnode.nodelib import JOB_HOOKS
+from clustercheck.onnode.sweep import kill_tagged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "data", "injob", "watch_train.py")
@@ -93,10 +94,11 @@ def free_port():
 
 
 def job(args, env, timeout=120):
-    """A torchrun job of 2 ranks on 127.0.0.1; bounded, and nothing of it left running (torchrun's process group
-    is killed whole on a timeout)."""
+    """A torchrun job of 2 ranks on 127.0.0.1; bounded, and nothing of it left running (every process of it is
+    killed on a timeout, the workers in their own sessions included)."""
+    tag = f"CLUSTERCHECK_TEST_JOB={os.getpid()}-{time.monotonic_ns()}"
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-                CLUSTERCHECK_NODE="n1", **env)
+                CLUSTERCHECK_NODE="n1", CLUSTERCHECK_TEST_JOB=tag.split("=", 1)[1], **env)
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), *args]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=full,
@@ -104,7 +106,7 @@ def job(args, env, timeout=120):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+        kill_tagged(tag.encode())       # torchrun and its workers, each in a session of its own
         out, err = proc.communicate()
         pytest.fail(f"the job ran past {timeout} s: {err[-3000:]}")
     return proc.returncode, out, err
@@ -164,8 +166,10 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. `clustercheck stacks`
     on the live job names rank 1, its node and the all_reduce from the ranks' own records; no step for 3 s: each
     rank writes its record, and explain on the folder names the same, blaming no other rank."""
+    tag = f"CLUSTERCHECK_TEST_JOB={os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
-               CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120")
+               CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120",
+               CLUSTERCHECK_TEST_JOB=tag.split("=", 1)[1])
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         env.pop(name, None)
     port = free_port()
@@ -183,7 +187,9 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", "watch_train.py", "--json"],
                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     finally:
-        os.killpg(proc.pid, 9)
+        # torchrun's workers run in sessions of their own: the job's every process goes, as the launch's sweep
+        # takes them (killing torchrun's group alone left the ranks to sleep on, holding the pipes)
+        assert kill_tagged(tag.encode()), "the job's processes still ran 10 s after they were killed"
         out, err = proc.communicate()
         for left in glob.glob(f"{JOB_HOOKS}/127.0.0.1-{port}-*"):   # the killed ranks' hook files
             shutil.rmtree(left, ignore_errors=True)
