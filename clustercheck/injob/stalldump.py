@@ -27,7 +27,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from clustercheck.core import threads
 from clustercheck.flight.formats import DEFAULT_PREFIX
 from clustercheck.onnode import hang
-from clustercheck.onnode.nodelib import job_hook_directory
+from clustercheck.onnode.nodelib import job_hook_directory, safe_name
 
 BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ENTRIES = "2000"
@@ -54,18 +54,12 @@ def folder_for(reports_dir: str, env: Mapping[str, str]) -> str:
     job = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or \
         f"{env.get('MASTER_ADDR', 'local')}-{env.get('MASTER_PORT', '0')}"
     attempt = env.get("TORCHELASTIC_RESTART_COUNT", "0")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{job}-{attempt}")
-    return os.path.join(reports_dir, "flight-recorder", safe)
+    return os.path.join(reports_dir, "flight-recorder", safe_name(f"{job}-{attempt}"))
 
 
 def record() -> Optional[bytes]:
-    """This rank's record as torch pickles it, or None where this torch has no recorder binding."""
-    try:
-        import torch._C._distributed_c10d as c10d     # optional: a torch built without distributed
-    except ImportError:
-        return None
-    dump = getattr(c10d, "_dump_fr_trace", None) or getattr(c10d, "_dump_nccl_trace", None)
-    return dump(True, True, False) if dump is not None else None
+    """This rank's record as torch pickles it (the hang hook's own reading), None where torch has no recorder."""
+    return next(hang.dumps(), None)
 
 
 class StallDump:

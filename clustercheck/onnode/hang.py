@@ -122,21 +122,30 @@ def _answer(where: str, token: str) -> None:
         pass
 
 
-def _record():
-    """(the record, its pickle) of this rank's Flight Recorder (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE),
-    None when it is off or this torch has none."""
+def dumps():
+    """The pickles of this rank's Flight Recorder (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE), one per
+    binding this torch has that dumps without raising (none where torch has no recorder bindings)."""
     try:
         import torch._C._distributed_c10d as c10d   # optional: a torch without the Flight Recorder's bindings
     except ImportError:
-        return None
+        return
     for name in ("_dump_nccl_trace", "_dump_fr_trace"):
         dump = getattr(c10d, name, None)
         if dump is None:
             continue
         try:
             data = dump(True, True, False)
-            trace = pickle.loads(data)     # torch's own, from this very process
         except Exception:   # no recorder for this backend, or it is off: try the other
+            continue
+        yield data
+
+
+def _record():
+    """(the record, its pickle) of the first binding whose record holds entries, None when there is none."""
+    for data in dumps():
+        try:
+            trace = pickle.loads(data)     # torch's own, from this very process
+        except Exception:
             continue
         if trace.get("entries"):
             return trace, data

@@ -296,7 +296,12 @@ def job_hook_directory(env):
     /proc/PID/environ (a variable the rank sets later is not there)."""
     key = "%s-%s-%s" % (env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""),
                         env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "")
-    return os.path.join(JOB_HOOKS, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
+    return os.path.join(JOB_HOOKS, safe_name(key))
+
+
+def safe_name(text):
+    """The text as one file name: every character but letters, digits, '-', '_' and '.' made '_'."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
 def sleep_until(moment, most=600.0):
