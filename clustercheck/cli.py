@@ -30,7 +30,7 @@ from clustercheck.core import threads
 from clustercheck.core.errors import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_UNKNOWN, InputError, NotChecked,
                                       caused_by_interrupt)
 from clustercheck.runner import interrupt
-from clustercheck.runner.crash import report_crash
+from clustercheck.runner.crash import report_crash, write_stacks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,8 +78,10 @@ def _exit_interrupted() -> None:
             pass
     if left:
         try:
+            path = write_stacks(left)
             sys.stderr.write(f"Interrupted: {len(left)} thread(s) still in a blocking call after {STOP_THREADS_S:g} s "
-                             f"({', '.join(sorted(set(left))[:4])}): exiting at once.\n")
+                             f"({', '.join(sorted(set(left))[:4])}): exiting at once; where they were is in "
+                             f"{path or '(no file could be written)'}.\n")
             sys.stderr.flush()
         finally:
             os._exit(EXIT_INTERRUPTED)

@@ -218,3 +218,48 @@ def test_indexed_known_hosts_find_plain_hashed_and_pattern_entries(tmp_path):
     assert known.lookup("10.0.0.250") == {}
     known.add("10.0.0.250", key)
     assert set(known.lookup("10.0.0.250")) == {"ssh-ed25519"}
+
+
+def ssh_to(port, tmp_path):
+    from clustercheck.transport.ssh import SSHTransport
+    from clustercheck.transport.sshconnect import SSHContext
+    path = tmp_path / "ssh_config"
+    path.write_text(f"Host stalled\n  HostName 127.0.0.1\n  Port {port}\n  User nobody\n")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    ctx = SSHContext(SSHSettings(config_path=str(path), user_known_hosts=[str(known)], connect_timeout_s=30.0))
+    return SSHTransport(ctx, "stalled")
+
+
+@pytest.mark.parametrize("stage", ["handshake", "tcp"])
+def test_closing_a_transport_ends_its_connect_in_progress_at_once(tmp_path, stage):
+    """Ctrl-C while a node is still connecting (a loaded node's sshd slow to send its banner, a node whose SYNs
+    are dropped) closes its transport: the connect in the worker ends within a second, not at its 30 s timeout,
+    so the interrupted run stops its threads and exits as it normally does."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0 if stage == "tcp" else 8)
+    port = server.getsockname()[1]
+    fillers = []
+    if stage == "tcp":   # the accept queue full and never accepted: the kernel drops the next SYN (SYN_SENT)
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.2)
+    transport = ssh_to(port, tmp_path)
+    try:
+        closer = threading.Timer(1.0, transport.close)
+        closer.start()
+        started = time.monotonic()
+        done, box = finishes(transport.connect, within_s=15)
+        took = time.monotonic() - started
+        assert done, "connect still blocked 15 s after the transport was closed"
+        assert isinstance(box.get("error"), TransportError) and "stopped while connecting" in box["error"].detail
+        assert took < 3.0, took
+        assert transport._client is None
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()

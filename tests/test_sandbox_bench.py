@@ -83,8 +83,8 @@ def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path
     faults.slow_link(box, slow, 100)
     code, doc = run_bench(box, box.nodes_file, "-c", "all_reduce", "-b", "64K", "-e", "64K", "--pairwise", "adaptive",
                           "--pair-bytes", "1M")
-    assert code == EXIT_FAIL
     found = {f["check"]: f for f in doc["findings"] if f["status"] != "OK"}
+    assert code == EXIT_FAIL, (found, doc["stages"][0].get("pairs"))
     assert set(found) == {"bench.pairwise.node"}, found
     assert found["bench.pairwise.node"]["nodes"] == [slow]
     assert [p["phase"] for p in doc["stages"][0]["pairs"] if slow in (p["a"], p["b"])] == \

@@ -4,6 +4,7 @@ steps). Each must exit within 5 s, and nothing of the tool may be left on any no
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,15 @@ def interrupt_at_random(args, rng, latest_s, marker=None, signum=signal.SIGINT):
     return proc.returncode, time.monotonic() - sent, err
 
 
+def stuck_stacks(err):
+    """The stacks the tool wrote of the threads it could not stop (the file its message names), for the failure."""
+    found = re.search(r"where they were is in (\S+)\.$", err.strip())
+    try:
+        return open(found.group(1)).read()[-6000:] if found else ""
+    except OSError:
+        return ""
+
+
 def nothing_left(patterns, within_s=10.0):
     """No remote process of the tool, allowing the guards their TERM-then-KILL second and the nodes'
     sshd its cleanup of a closed connection, on a host whose 2 cores run every node (seen: 4 s was too
@@ -73,7 +83,7 @@ def test_ctrl_c_at_random_moments_exits_within_seconds_and_leaves_nothing(box, c
         assert took < EXIT_WITHIN_S, (i, took, err[-2000:])
         # the interpreter exited as it normally does: every thread stopped and joined, never a forced exit or
         # an abort in its shutdown
-        assert "still in a blocking call" not in err, (i, err[-2000:])
+        assert "still in a blocking call" not in err, (i, err[-2000:], stuck_stacks(err))
         assert before_python or "Fatal Python error" not in err, (i, err[-2000:])
         patterns = REMOTE + ((f"^{marker}",) if command == "run" else ())
         assert nothing_left(patterns) == {}, (i, err[-2000:])

@@ -30,6 +30,11 @@ from typing import Dict, List, Mapping, Sequence
 
 JOB = -1     # the key of a slowdown of the whole job, named on no rank
 MAX_SLOWDOWN = 1000.0
+# A rank (or the job) is named only when it loses at least this much a step: a busy host's scheduler delays a
+# process by a few milliseconds at a time (its time slices), whatever the job does, so a 2 ms step 1.5x slower
+# for a window says nothing of the rank (seen: a clean job of 1 ms steps on a loaded 2-core host named a rank
+# 1.46x slower, 0.6 ms a step). A straggler worth a line costs more than that: 1.3x of a 100 ms step is 30 ms.
+NOISE_S = 0.005
 
 
 @dataclass
@@ -66,6 +71,8 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         behind = me["step_s"] / peer_step if peer_step > 0 else 1.0
         if max(explained, behind) < slower:
             continue
+        if me["step_s"] - (without if explained >= behind else peer_step) < NOISE_S:
+            continue        # slower by less than a busy host's scheduling delays: nothing to name
         if explained >= behind:
             if extra_forward >= extra_between:
                 ratio = me["forward_s"] / peer_forward if peer_forward > 0 else MAX_SLOWDOWN
@@ -84,7 +91,7 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         return sorted(named, key=lambda s: -s.slowdown)
     step = _median([window[r]["step_s"] for r in ranks])
     best = _median([window[r]["best_step_s"] for r in ranks])
-    if best > 0 and step / best >= slower:
+    if best > 0 and step / best >= slower and step - best >= NOISE_S:
         how = ("every rank's steps are slower than their best and no rank's own work (forward, between steps) is: "
                "the time goes into backward or collectives (the network, or one rank's backward, which cannot be "
                "told from waiting without the Flight Recorder)")

@@ -24,9 +24,9 @@ import time
 import torch
 import torch.distributed as dist
 try:  # imported as part of the clustercheck package (the check inside a job, clustercheck.injob)
-    from .rounds import STARVED, Isolation, exchange_gbps, round_robin
+    from .rounds import STARVED, Isolation, cpu_wait, exchange_gbps, round_robin
 except ImportError:  # shipped to a node: clustercheck_rounds.py beside this file
-    from clustercheck_rounds import STARVED, Isolation, exchange_gbps, round_robin
+    from clustercheck_rounds import STARVED, Isolation, cpu_wait, exchange_gbps, round_robin
 
 try:   # the hang hook and the sandbox's rank faults, shipped beside this file
     import clustercheck_hang as hang
@@ -316,7 +316,7 @@ def pair_rounds(harness, config, leaders):
             measured += done
             speeds = {(r["a"], r["b"]): exchange_gbps(r) for r in done}
             if search:
-                search.record(speeds, [(r["a"], r["b"]) for r in done if r.get("starved")])
+                search.record(speeds, {(r["a"], r["b"]): cpu_wait(r) for r in done})
             harness.emit({"event": "round", "phase": plan[0][0][2], "round": index, "pairs": len(plan[0]),
                   "seconds": time.monotonic() - round_started,
                   "slowest": min(([a, b, s] for (a, b), s in speeds.items()), key=lambda x: x[2], default=None),

@@ -34,6 +34,10 @@ SLOW = 0.6          # a pair below this fraction of the reference speed is slow
 # not counted (measured with other partners instead). Fast, it counts: the link was at least that fast. (A fast
 # exchange over a veth on a 2-core host is CPU-bound and waits 30-40% of its time: that alone says nothing.)
 STARVED = 0.25
+# ... and only where the wait could explain it: spared the wait (its share of the exchange's time), the exchange
+# would have reached a CPU_MARGIN-th of the slow limit. A node whose link is slow and whose CPUs are busy (an
+# exchange at a hundredth of the reference that waited 30% of its time) is still slow: the wait cannot explain it.
+CPU_MARGIN = 2.0
 MAX_VOTES = 5       # a suspect tried with this many partners without a clear majority is undecided
 
 Pair = Tuple[str, str]
@@ -59,6 +63,22 @@ def round_limit(count: int) -> int:
 def exchange_gbps(event: Dict) -> float:
     """GB/s each way of one pair's exchange, as the worker reports it ("bytes" in "time_us")."""
     return event["bytes"] / event["time_us"] / 1e3
+
+
+def cpu_explains(gbps: float, limit: float, wait_share: float) -> bool:
+    """Whether a side's wait for a CPU (its share of the exchange's time) could explain an exchange this slow
+    (below `limit`): the wait above STARVED, and the exchange spared it within CPU_MARGIN of the limit."""
+    if wait_share <= STARVED or gbps >= limit:
+        return False
+    spared = 1.0 - min(wait_share, 1.0)
+    return spared <= 0 or gbps / spared * CPU_MARGIN >= limit
+
+
+def cpu_wait(event: Dict) -> float:
+    """The share of a pair exchange's time its two sides' threads waited for a CPU, added (0 if not said): the two
+    wait in turn in an exchange that goes both ways in step, so each side's wait delays the whole."""
+    waits = event.get("cpu_wait")
+    return sum(w for w in waits.values() if isinstance(w, (int, float))) if isinstance(waits, dict) else 0.0
 
 
 def upper_median(values: Sequence[float]) -> float:
@@ -137,21 +157,23 @@ class Isolation:
         return pairs
 
     def partners(self, node: str) -> set:
-        """Every node this one has been measured with: a second exchange with one tells nothing new."""
-        return {b if a == node else a for _, _, a, b, _ in self.measured if node in (a, b)}
+        """Every node this one has been measured with, or tried and not counted (a busy CPU): a second exchange
+        with one tells nothing new, and would hold that partner from the other suspects round after round."""
+        return {b if a == node else a for _, _, a, b, _ in self.measured + self.uncounted if node in (a, b)}
 
     # ---- results ------------------------------------------------------------------------------
-    def record(self, speeds: Dict[Pair, float], starved: Sequence[Pair] = ()) -> None:
-        """GB/s of every pair of the round just planned (a pair that did not report is left out); a pair in
-        `starved` (a side waited for a CPU) that is slow is not counted, as if it had not reported."""
+    def record(self, speeds: Dict[Pair, float], waits: Optional[Dict[Pair, float]] = None) -> None:
+        """GB/s of every pair of the round just planned (a pair that did not report is left out), and the share of
+        each exchange's time a side waited for a CPU: a slow exchange that wait explains (cpu_explains) is not
+        counted, as if it had not reported, and its partner is not tried again while another is left."""
         phases, self._phases = self._phases, {}
         self.rounds += 1
         if self.reference is None:
             screened = [speeds[p] for p, phase in phases.items() if phase == "screen" and p in speeds]
             self.reference = upper_median(screened) if screened else None
         limit = SLOW * self.reference if self.reference is not None else None
-        for pair in starved:
-            if pair in speeds and pair in phases and limit is not None and speeds[pair] < limit:
+        for pair, share in (waits or {}).items():
+            if pair in speeds and pair in phases and limit is not None and cpu_explains(speeds[pair], limit, share):
                 self.uncounted.append((self.rounds - 1, phases[pair], pair[0], pair[1], speeds[pair]))
                 speeds = {p: s for p, s in speeds.items() if p != pair}
         for (a, b), phase in phases.items():
@@ -221,14 +243,14 @@ class Isolation:
 
 
 def replay(nodes: Sequence[str], rounds: Sequence[Dict[Pair, float]], max_rounds: Optional[int] = None,
-           starved: Sequence[Set[Pair]] = ()) -> Isolation:
-    """The search as the worker ran it: its measured rounds, in order, recorded again (with each round's pairs
-    whose side waited for a CPU)."""
+           waits: Sequence[Dict[Pair, float]] = ()) -> Isolation:
+    """The search as the worker ran it: its measured rounds, in order, recorded again (with each round's shares
+    of time its pairs' sides waited for a CPU)."""
     search = Isolation(nodes, max_rounds)
     for index, speeds in enumerate(rounds):
         planned = search.plan()
         if not planned:
             break
-        search.record(speeds, starved[index] if index < len(starved) else ())
+        search.record(speeds, waits[index] if index < len(waits) else None)
     search.close()
     return search

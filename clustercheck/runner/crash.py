@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from typing import Optional
+from typing import Optional, Sequence
 
 from clustercheck.core.errors import EXIT_UNKNOWN
 
@@ -24,8 +25,23 @@ def crash_directory() -> str:
 
 def write_traceback(exc: BaseException) -> Optional[str]:
     """The traceback in a new file readable by this user only; its path, or None when no file could be written."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    return write_text("crash", "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def write_stacks(names: Sequence[str]) -> Optional[str]:
+    """Where each of the named threads of this process is now (the ones an interrupted run could not stop), in a
+    new file as write_traceback's; its path, or None."""
+    frames = sys._current_frames()
+    text = ""
+    for thread in threading.enumerate():
+        if thread.name in names and thread.ident in frames:
+            text += f"thread {thread.name} ({thread.ident}):\n" + "".join(traceback.format_stack(frames[thread.ident]))
+            text += "\n"
+    return write_text("stuck", text or "no such thread is running any more\n")
+
+
+def write_text(kind: str, text: str) -> Optional[str]:
+    name = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
     header = f"clustercheck {' '.join(sys.argv[1:])}\n\n"
     for folder in (crash_directory(), tempfile.gettempdir()):
         try:

@@ -28,7 +28,7 @@ from clustercheck.transport.base import (
 )
 from clustercheck.transport.guard import guarded
 from clustercheck.transport.session import SessionTransport
-from clustercheck.transport.sshconnect import SSHContext, open_client
+from clustercheck.transport.sshconnect import Dial, SSHContext, open_client
 
 
 def wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:
@@ -84,11 +84,20 @@ class SSHTransport(SessionTransport):
         self._tmpdir: Optional[str] = None
         self._channels = set()
         self._lock = threading.Lock()
+        self._dial: Optional[Dial] = None   # the connect in progress, which close() ends
         self._init_session(session)
 
     def connect(self) -> None:
         if self._client is None:
-            self._client = open_client(self.ctx, self.target)
+            with self._lock:
+                dial = self._dial = Dial()
+            client = open_client(self.ctx, self.target, dial=dial)
+            with self._lock:
+                self._dial = None
+            if dial.closed:      # closed the moment it was set up: its socket is shut
+                client.close()
+                raise TransportError(Outcome.SSH_ERROR, f"{self.target.hostname}: stopped while connecting")
+            self._client = client
 
     def _open_channel(self, timeout_s: float) -> paramiko.Channel:
         self.connect()
@@ -212,6 +221,10 @@ class SSHTransport(SessionTransport):
         return SSHRunning(self, chan)
 
     def close(self) -> None:
+        with self._lock:
+            dial = self._dial
+        if dial is not None:
+            dial.close()     # a connect still in progress (in another thread) fails at once
         self._close_session()
         with self._lock:
             channels = list(self._channels)

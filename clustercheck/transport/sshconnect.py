@@ -144,28 +144,84 @@ def tunnel(via: paramiko.SSHClient, target: sshconfig.Target, timeout_s: float) 
                                             timeout=timeout_s)
 
 
-def _open_socket(ctx: SSHContext, target: sshconfig.Target, timeout_s: float):
+class Dial:
+    """A connection being set up, which another thread can end at once (closing the transport on Ctrl-C):
+    close() shuts the socket it holds, which fails a TCP connect in progress (Linux aborts a SYN_SENT socket on
+    shutdown) and paramiko's handshake and authentication (its reader sees the end of the stream), and refuses
+    any socket given to it afterwards. Without it a node still in its handshake held the interrupted run until
+    its connect timeout."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held = []
+        self.closed = False
+
+    def hold(self, sock):
+        """`sock` kept until the connection is set up (or closed at once, raising, if the dial was closed)."""
+        with self._lock:
+            if not self.closed:
+                self._held.append(sock)
+                return sock
+        _shut(sock)
+        raise TransportError(Outcome.SSH_ERROR, "stopped while connecting")
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed, held, self._held = True, self._held, []
+        for sock in held:
+            _shut(sock)
+
+
+def _shut(sock) -> None:
+    try:
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+
+
+def _tcp_connect(host: str, port: int, timeout_s: float, dial: Dial) -> socket.socket:
+    """socket.create_connection, with each socket held by the dial before it connects."""
+    error: Optional[BaseException] = None
+    for family, kind, proto, _, address in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = dial.hold(socket.socket(family, kind, proto))
+        try:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if dial.closed:
+                raise TransportError(Outcome.SSH_ERROR, "stopped while connecting") from None
+            error = exc
+    raise error or OSError(f"{host}: no address")
+
+
+def _open_socket(ctx: SSHContext, target: sshconfig.Target, timeout_s: float, dial: Dial):
     if target.proxy_jump:
-        return tunnel(ctx.jump_client(target.proxy_jump, timeout_s), target, timeout_s)
+        return dial.hold(tunnel(ctx.jump_client(target.proxy_jump, timeout_s), target, timeout_s))
     if target.proxy_command:
-        return paramiko.ProxyCommand(target.proxy_command)
-    sock = socket.create_connection((target.hostname, target.port), timeout=timeout_s)
+        return dial.hold(paramiko.ProxyCommand(target.proxy_command))
+    sock = _tcp_connect(target.hostname, target.port, timeout_s, dial)
     # paramiko leaves Nagle on: each small packet of a command would wait ~40 ms for an ACK.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
 
-def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramiko.SSHClient:
-    """Connect and authenticate, verifying the host key; raises TransportError."""
+def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None, dial: Optional[Dial] = None) \
+        -> paramiko.SSHClient:
+    """Connect and authenticate, verifying the host key; raises TransportError. Closing `dial` from another
+    thread ends a connect in progress at once."""
     timeout_s = target.connect_timeout_s
+    dial = dial or Dial()
     known = ctx.known_hosts(target.alias)
     client = paramiko.SSHClient()
     for keytype, key in known.lookup(target.hostkey_name).items():
         client.get_host_keys().add(target.hostkey_name, keytype, key)
     client.set_missing_host_key_policy(Policy(known, target.strict_hostkeys == "accept-new"))
     try:
-        if sock is None:
-            sock = _open_socket(ctx, target, timeout_s)
+        sock = dial.hold(sock) if sock is not None else _open_socket(ctx, target, timeout_s, dial)
         client.connect(
             target.hostkey_alias or target.hostname, port=target.port, username=target.user,
             key_filename=list(target.identity_files) or None,
@@ -176,6 +232,8 @@ def open_client(ctx: SSHContext, target: sshconfig.Target, sock=None) -> paramik
         client.close()
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if dial.closed:
+            raise TransportError(Outcome.SSH_ERROR, f"{target.hostname}: stopped while connecting") from None
         raise _classify(exc, target) from None
     if isinstance(sock, socket.socket):
         # paramiko's thread wakes at every socket timeout (0.1 s) to see whether it should stop: a

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from clustercheck.onnode.rounds import SLOW, Isolation, exchange_gbps, replay
+from clustercheck.onnode.rounds import SLOW, Isolation, cpu_explains, cpu_wait, exchange_gbps, replay
 from clustercheck.ranks.runs import RanksRun
 from clustercheck.outputs.nccl_tests import PLACEMENTS, add_bandwidths, avg_busbw
 
@@ -26,7 +26,8 @@ class BenchFigures:
     rounds: List[Dict[Tuple[str, str], float]] = field(default_factory=list)      # adaptive: each round's pairs
     search: Optional[Isolation] = None    # adaptive: the worker's search replayed from its rounds
     budget: List[Dict] = field(default_factory=list)   # where a stage stopped early, and why
-    starved: List[Dict] = field(default_factory=list)  # pair exchanges not counted: slow while a side waited for a CPU
+    starved: List[Dict] = field(default_factory=list)  # pair exchanges not counted: a side's wait for a CPU explains
+    # their slowness (cpu_explains)
 
     @property
     def rows(self) -> List[Dict]:
@@ -40,29 +41,28 @@ def sweep_rows(launch: RanksRun) -> List[Dict]:
 
 def pair_speeds(launch: RanksRun, phase: str) -> Tuple[Dict[Tuple[str, str], float], List[Dict]]:
     """GB/s of each pair's exchange in one phase ("matrix": the round robin, "confirm": the re-pairing), and the
-    exchanges not counted: slow (below SLOW x the phase's median) while a side waited for a CPU."""
+    exchanges not counted: slow (below SLOW x the phase's median) and explained by a side's wait for a CPU."""
     events = [e for e in launch.events("pair") if e.get("phase") == phase and e.get("time_us")]
     speeds = {(e["a"], e["b"]): exchange_gbps(e) for e in events}
     if not speeds:
         return {}, []
     limit = SLOW * statistics.median(speeds.values())
-    uncounted = [e for e in events if e.get("starved") and speeds[(e["a"], e["b"])] < limit]
+    uncounted = [e for e in events if cpu_explains(speeds[(e["a"], e["b"])], limit, cpu_wait(e))]
     for event in uncounted:
         speeds.pop((event["a"], event["b"]), None)
     return speeds, uncounted
 
 
-def round_speeds(launch: RanksRun) -> Tuple[List[Dict[Tuple[str, str], float]], List[Set[Tuple[str, str]]]]:
+def round_speeds(launch: RanksRun) -> Tuple[List[Dict[Tuple[str, str], float]], List[Dict[Tuple[str, str], float]]]:
     """The adaptive search's rounds in order (a round whose pairs all failed to report is empty), and each
-    round's pairs whose side waited for a CPU (the search counts them only when fast)."""
+    round's shares of time its pairs' sides waited for a CPU (the search leaves out a slow one they explain)."""
     rounds: List[Dict[Tuple[str, str], float]] = [{} for _ in launch.events("round")]
-    starved: List[Set[Tuple[str, str]]] = [set() for _ in rounds]
+    waits: List[Dict[Tuple[str, str], float]] = [{} for _ in rounds]
     for event in launch.events("pair"):
         if event.get("time_us") and event["round"] < len(rounds):
             rounds[event["round"]][(event["a"], event["b"])] = exchange_gbps(event)
-            if event.get("starved"):
-                starved[event["round"]].add((event["a"], event["b"]))
-    return rounds, starved
+            waits[event["round"]][(event["a"], event["b"])] = cpu_wait(event)
+    return rounds, waits
 
 
 def compute_figures(launches: List[RanksRun]) -> BenchFigures:
@@ -77,8 +77,8 @@ def compute_figures(launches: List[RanksRun]) -> BenchFigures:
                 figures.pairs[phase], uncounted = pair_speeds(launch, phase)
                 figures.starved += uncounted
         elif figures.pair_mode == "adaptive":
-            figures.rounds, starved = round_speeds(launch)
-            figures.search = replay(launch.config["nodes"], figures.rounds, launch.config.get("max_rounds"), starved)
+            figures.rounds, waits = round_speeds(launch)
+            figures.search = replay(launch.config["nodes"], figures.rounds, launch.config.get("max_rounds"), waits)
             left_out = {(r, a, b) for r, _, a, b, _ in figures.search.uncounted}
             figures.starved += [e for e in launch.events("pair") if (e.get("round"), e["a"], e["b"]) in left_out]
     for name, rows in figures.by_collective.items():

@@ -15,7 +15,7 @@ from clustercheck.core.inventory import fold
 from clustercheck.core.result import Finding, Status
 from clustercheck.nccl.path_judge import NodePath
 from clustercheck.ranks.nccl_capture import capture_findings, captured_paths
-from clustercheck.onnode.rounds import SLOW, STARVED
+from clustercheck.onnode.rounds import SLOW, STARVED, cpu_wait, exchange_gbps
 from clustercheck.ranks.forensics import REMEDY_HANG, hang_report
 from clustercheck.ranks.runs import RanksRun
 from clustercheck.stages.bench.baseline import Baseline, by_size, compare
@@ -223,8 +223,9 @@ def starved_said(facts: BenchFacts) -> List[str]:
         waits = event.get("cpu_wait") or {}
         node, share = max(waits.items(), key=lambda item: item[1]) if isinstance(waits, dict) and waits else ("?", 0)
         lines.append(f"round {event.get('round', 0) + 1} ({event.get('phase')}): {event['a']} <-> {event['b']}: not "
-                     f"counted, {node}'s threads waited {share:.0%} of the exchange for a CPU (above {STARVED:.0%}): "
-                     "it measured busy or capped CPUs (another process, a cgroup quota), not the link")
+                     f"counted ({exchange_gbps(event):.3f} GB/s), {node}'s threads waited {share:.0%} of the exchange "
+                     f"for a CPU (both sides {cpu_wait(event):.0%}, above {STARVED:.0%}), enough to explain that "
+                     "speed: it measured busy or capped CPUs (another process, a cgroup quota), not the link")
     return lines
 
 
