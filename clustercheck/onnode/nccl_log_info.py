@@ -49,6 +49,9 @@ _ENV = re.compile(r"(NCCL_\w+) set (?:by environment )?to (\S+)")     # "set to"
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled)")
 _COMM = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+)")
 _COMPLETE = re.compile(r"rank (\d+) nranks (\d+) cudaDev (\d+).*Init COMPLETE")
+# the rank and the communicator's size as any version says them: init.cc's "ncclCommInitRank comm %p rank %d nranks
+# %d ... Init START", 2.3's "rank %d nranks %d", the init timings (2.23+) "ncclCommInitRankConfig: rank %d nranks %d"
+_RANK_OF = re.compile(r"\brank (\d+) nranks (\d+)\b")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 P2P_OFF = re.compile(r"P2P is disabled between (NVLINK )?connected GPUs (\d+) and (\d+)")
 # net.cc (2.19+): a net (internal or plugin, by its ncclNet name) that could not start
@@ -238,5 +241,5 @@ _INFO = ((("NCCL version",), VERSION, _version), (("Using network", "Network"), 
          (("Plugin",), _PLUGIN_FAIL, _plugin_fail), (("Plugin",), _PLUGIN_NONE, _plugin_none),
          (("Failed to initialize NET",), _NET_INIT_FAILED, lambda m, r, text: _net_failed(r, m.group(1), text)),
          (("set by environment", " set to "), _ENV, _env), (("GPU Direct RDMA",), _GDR, _gdr), (("comm 0x",), _COMM, _comm),
-         (("Init COMPLETE",), _COMPLETE, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), P2P_OFF,
+         (("Init COMPLETE",), _COMPLETE, _complete), ((" nranks ",), _RANK_OF, _complete), (("NVLS",), _NVLS, _nvls), (("P2P is disabled",), P2P_OFF,
                                                                                  p2p_off))

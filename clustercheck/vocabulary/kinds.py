@@ -63,6 +63,12 @@ KINDS: Dict[str, Kind] = {
                            "Trainer(devices=, num_nodes=) equal to the Slurm/torchrun tasks; accelerate: "
                            "num_processes = nodes x GPUs per node in its config), and choose a strategy and precision "
                            "the installed versions and GPUs support; the message names the setting"),
+    "ptrace": Kind(176, ROOT, "a rank may not read another rank's memory on its node (process_vm_readv / CMA refused: "
+                              "a container without SYS_PTRACE, kernel.yama.ptrace_scope), which the MPI library's "
+                              "shared-memory copy needs",
+                   "run the container with --cap-add=SYS_PTRACE (Kubernetes: securityContext.capabilities.add "
+                   "[SYS_PTRACE]; or the host's IPC namespace), or turn the single copy off: "
+                   "OMPI_MCA_btl_vader_single_copy_mechanism=none; on a bare host, sysctl kernel.yama.ptrace_scope=0"),
     "memlock": Kind(193, ROOT, "RDMA could not register memory: the locked-memory limit (ulimit -l) is too low",
                     "raise the memlock limit where the ranks start: '* - memlock unlimited' in "
                     "/etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd (and PropagateResourceLimits), "

@@ -134,6 +134,12 @@ ROWS: List[Row] = [
         OMPI4 + "opal/mca/btl/tcp/help-mpi-btl-tcp.txt [client connect fail] \"WARNING: Open MPI failed to TCP "
                 "connect to a peer MPI process.  This\" + \"should not happen.\" (\"Your Open MPI job may now hang or "
                 "fail.\")", warns=True),
+    # ---- Open MPI's shared-memory BTL: its single copy between ranks of one node refused -----------------------
+    # vader (Open MPI 4's sm) copies with process_vm_readv / writev (CMA): the kernel refuses it (errno 1, EPERM)
+    # where ranks may not ptrace each other: a container without CAP_SYS_PTRACE, kernel.yama.ptrace_scope above 0
+    Row("mpi", r"\b(?:Read|Wrote) -?\d+, expected \d+, errno = \d+", "ptrace", "vader CMA copy",
+        OMPI4 + "opal/mca/btl/vader/btl_vader_get.c mca_btl_vader_get (CMA): \"Read %ld, expected %lu, errno = %d\" "
+                "of process_vm_readv; btl_vader_put.c: \"Wrote %ld, expected %lu, errno = %d\" of process_vm_writev"),
     # ---- Open MPI's openib BTL: the InfiniBand transfer failed (rdma.py reads ibv_wc_status itself) ----------
     Row("mpi", r"error polling [LH]P CQ with (?:status [A-Z][A-Z ]+ status number \d+|-?\d+ errno says)", "ib",
         "openib completion",

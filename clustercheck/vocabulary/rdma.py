@@ -148,14 +148,19 @@ ROWS += [Row("rdma", rf"\b{name}\b", kind, name,
 # check_memlock_limit: "libibverbs: Warning: RLIMIT_MEMLOCK is %llu bytes.\n    This will severely limit memory
 # registrations." (a warning that is the cause: every registration after it fails)
 # (Not ibv_reg_dmabuf_mr: NCCL tries it under NOWARN, prints its failure at INFO and falls back to ibv_reg_mr.)
-_REGISTERS = r"(?:\bibv_reg_mr\w*|\bibv_create_cq\w*|\bibv_create_qp\w*|failed to create \w+ QP)"
+# aws-ofi-nccl registers through libfabric: src/nccl_ofi_net.c (nccl_ofi_rdma.cpp, nccl_ofi_sendrecv.cpp)
+# register_mr_buffers' NCCL_OFI_WARN "Unable to register memory (type = %d) for device %d. RC: %d, Error: %s" of
+# fi_mr_regattr, RC 12 / fi_strerror "Cannot allocate memory" where the provider could not pin it.
+_REGISTERS = (r"(?:\bibv_reg_mr\w*|\bibv_create_cq\w*|\bibv_create_qp\w*|failed to create \w+ QP|"
+              r"Unable to register memory \(type = \d+\)|\bfi_mr_reg\w*)")
 ROWS += [
     Row("rdma", _REGISTERS + r"[^\n]*(?:Cannot allocate memory|\bENOMEM\b|errno:? 12\b)", "memlock",
         "ibv_reg_mr ENOMEM",
         NCCL + "src/misc/ibvwrap.cc: \"Call to ibv_reg_mr failed with error %s\" (ibv_reg_mr_iova2, "
                "ibv_reg_dmabuf_mr, ibv_create_cq, ibv_create_qp); " + UCX + "src/uct/ib/base/ib_md.c: "
                "\"ibv_reg_mr(address=%p, length=%zu, access=0x%lx) failed: %s\", ib_iface.c \"ibv_create_cq(cqe=%d) "
-               "failed: %s\"; strerror(ENOMEM) \"Cannot allocate memory\""),
+               "failed: %s\"; aws-ofi-nccl src/nccl_ofi_net.c register_mr_buffers: \"Unable to register memory (type "
+               "= %d) for device %d. RC: %d, Error: %s\"; strerror(ENOMEM) \"Cannot allocate memory\""),
     Row("rdma", r"Please set max locked memory \(ulimit -l\)|\bmax locked memory \(ulimit -l\)|"
                 r"\bRLIMIT_MEMLOCK is \d+ bytes|This will severely limit memory registrations|"
                 r"getrlimit\(RLIMIT_MEMLOCK\) failed", "memlock", "RLIMIT_MEMLOCK",

@@ -21,6 +21,7 @@ from clustercheck.vocabulary.system import SIGNAL_KINDS, WEAK_SIGNALS
 SLURM = "SchedMD/slurm "
 REQ = SLURM + "src/slurmd/slurmstepd/req.c "   # _handle_signal_container's "*** %s ON %s CANCELLED AT %s ... ***"
 PBS = "openpbs/openpbs src/resmom/mom_main.c "
+TORQUE = "adaptivecomputing/torque src/server (the job's end mail, req_jobobit.c) "
 LSF = "IBM Spectrum LSF's termination reasons (bacct / bhist -l / the job report; lsbatch.h TERM_*) "
 
 ROWS: List[Row] = [
@@ -124,6 +125,14 @@ ROWS: List[Row] = [
     Row("scheduler", r"PBS: job killed: walltime \d+ exceeded limit|TERM_RUNLIMIT: job killed", "scheduler",
         "time limit (PBS, LSF)", PBS + "\"=>> PBS: job killed: %s\" of \"walltime %lu exceeded limit %lu\"; LSF's "
                                        "TERM_RUNLIMIT \"job killed after reaching LSF run time limit\""),
+    # Torque's server mails (and writes to the job's record) its verdict when the MOM killed the job for a limit
+    Row("scheduler", r"Job exceeded its (?:walltime|cpu time) limit\. Job was aborted", "scheduler",
+        "time limit (Torque)", TORQUE + "msg_momjoboverwalltimelimit \"Job exceeded its walltime limit. Job was "
+                                        "aborted\", msg_momjobovercputlimit \"Job exceeded its cpu time limit. Job was "
+                                        "aborted\" (after \"Aborted by PBS Server\")"),
+    Row("scheduler", r"Job exceeded a memory resource limit \(vmem, pvmem, etc\.\)\. Job was aborted", "killed",
+        "memory limit (Torque)", TORQUE + "msg_momjobovermemlimit \"Job exceeded a memory resource limit (vmem, "
+                                          "pvmem, etc.). Job was aborted\""),
     Row("scheduler", r"PBS: job killed: (?:v?mem|pv?mem) \d+kb exceeded limit", "killed", "memory limit (PBS)",
         PBS + "\"=>> PBS: job killed: %s\" of \"mem %lukb exceeded limit %lukb\", \"vmem %lukb exceeded limit %lukb\""),
     Row("scheduler", r"PBS: job killed: (?:cput \d+|ncpus [\d.]+) exceeded limit", "scheduler", "limit (PBS)",

@@ -110,7 +110,8 @@ def to_json(facts: BenchFacts, findings: Sequence[Finding]) -> Dict:
         **json_header("bench", findings),
         "backend": facts.backend, "nproc": facts.nproc, "avg_busbw": facts.figures.avg_busbw,
         "problems": facts.problems,
-        "nccl_paths": {node: {"network": p.network, "gpudirect": p.gpudirect, "fallback": p.fallback,
+        "nccl_paths": {node: {"network": p.network, "one_node": p.one_node, "gpudirect": p.gpudirect,
+                              "fallback": p.fallback,
                               "plugin": p.plugin_name, "between": p.between(), "inside": p.inside(), "versions": p.versions,
                               "bootstrap": p.bootstrap, "ranks": len(p.ranks), "files": p.files}
                        for node, p in nccl_paths(facts).items()},
