@@ -164,6 +164,12 @@ LINES += [
      "register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory", "memlock",
      "ibv_reg_mr ENOMEM"),
     ("[1,1]<stderr>:[edc6f559242d:00026] Read -1, expected 36864, errno = 1", "ptrace", "vader CMA copy"),
+    # its second batch (/work/heldout48b/build2): NCCL with NCCL_SOCKET_IFNAME naming no interface
+    # (NVIDIA/nccl#1837), Gloo's own host name resolving to no address (msr-fiddle/pipedream#32)
+    ("[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+     "network", "NCCL socket family"),
+    ("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. Unable to "
+     "find address for: dgx-1.ai", "hostname", "Gloo host name"),
 ]
 
 

@@ -67,8 +67,16 @@ def cause_finding(cause: Cause) -> Finding:
 
 # The last lines of a log that stopped inside the job's distributed set-up or a collective: NCCL's own lines,
 # torch.distributed's waits and barriers, a collective's name, DeepSpeed's engine set-up (its [INFO] lines from
-# config.py / engine.py / logging.py, printed just before the first step's collectives)
+# config.py / engine.py / logging.py, printed just before the first step's collectives), and the launchers' own
+# words as they start the ranks, where nothing of the ranks follows (stuck in the rendezvous or the process group's
+# set-up, waiting for nodes that never came): torch/distributed/launch.py's FutureWarning "The module
+# torch.distributed.launch is deprecated", torch/distributed/run.py's "Setting OMP_NUM_THREADS environment variable
+# for each process", torch/distributed/elastic/agent/server/api.py's "[%s] Rendezvous'ing worker group" and
+# "[%s] Starting worker group"
 _IN_COLLECTIVE = re.compile(r"NCCL INFO|NCCL WARN|Init COMPLETE|Connected all (?:rings|trees)|ProcessGroupNCCL|"
+                            r"The module torch\.distributed\.launch is deprecated|"
+                            r"Setting OMP_NUM_THREADS environment variable for each process|"
+                            r"Rendezvous'ing worker group|Starting worker group|"
                             r"\b(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_to_all)\b|"
                             r"[Ww]aiting (?:for|in|on)\b|store[_ ]based[_ ]barrier|Channel \d+/\d+ :|"
                             r"\[INFO\] \[(?:config|engine|logging|utils|stage_1_and_2|stage3|comm|"

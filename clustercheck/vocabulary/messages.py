@@ -115,6 +115,10 @@ ROWS: List[Row] = [
         "peer-lost", "store connection closed",
         TORCH + "torch/csrc/distributed/c10d/Utils.hpp recvBytes (2.3+): \"Failed to recv, got 0 bytes. Connection "
                 "was likely closed. Did the remote server shutdown or crash?\""),
+    # Gloo binds to the address its own host name resolves to (or GLOO_SOCKET_IFNAME's): a name that resolves to none
+    Row("c10d", r"Unable to find address for:? \S+", "hostname", "Gloo host name",
+        "pytorch/gloo gloo/transport/tcp/device.cc lookupAddrForHostname: GLOO_ENFORCE(rp != nullptr, \"Unable to "
+        "find address for: \", hostname) (torch's libtorch_cpu.so carries it)"),
     Row("c10d", r"Rendezvous(?:Timeout|Closed|Connection|State)Error|RendezvousTimeoutError", "rendezvous",
         "RendezvousError", TORCH + "torch/distributed/elastic/rendezvous/api.py RendezvousError subclasses"),
     Row("c10d", r"DistStoreError|Timed out (?:after \d+ seconds )?waiting for clients|"

@@ -42,6 +42,10 @@ ROWS += [
     Row("nccl-warn", _GATE + r"(?:NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+ failed)", "ib",
         "NCCL WARN NET/IB", _WARN + "src/transport/net_ib.cc: \"NET/IB : Got completion from peer %s with error %d\"",
         via="rdma"),     # the completion status or verbs errno is read in rdma's table (ENOMEM: the memlock limit)
+    # the bootstrap found no address to connect from or to: NCCL_SOCKET_IFNAME names an interface the node lacks
+    Row("nccl-warn", r"ncclSocketInit: connecting to address \S* ?with family \d+ is neither AF_INET", "network",
+        "NCCL socket family", _WARN + "src/misc/socket.cc ncclSocketInit: \"ncclSocketInit: connecting to address %s "
+                                     "with family %d is neither AF_INET(%d) nor AF_INET6(%d)\""),
     Row("nccl-warn", r"Duplicate GPU detected", "duplicate-gpu", "NCCL WARN Duplicate GPU",
         _WARN + "src/init.cc: \"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx\""),
 ]

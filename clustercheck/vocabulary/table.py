@@ -14,7 +14,7 @@ can run (the prefilter that `clustercheck explain` streams with is built from th
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from clustercheck.vocabulary import (cuda, kernel, libraries, messages, mpi, nccl, nvml, own, rdma, scheduler,
                                      storage, system, trainers)
@@ -27,7 +27,18 @@ __all__ = ["ROWS", "SPACES", "Row", "VocabularyError", "best_in", "check", "firs
 ROWS: List[Row] = [*nccl.ROWS, *messages.ROWS, *scheduler.ROWS, *mpi.ROWS, *rdma.ROWS, *trainers.ROWS, *storage.ROWS,
                    *kernel.ROWS, *cuda.ROWS, *libraries.ROWS, *nvml.ROWS, *system.ROWS, *own.ROWS]
 check(ROWS)
-_COMPILED: List["re.Pattern[str]"] = [re.compile(row.match) for row in ROWS]
+# Each row's pattern is compiled the first time RE2's set says it matched a line (Python's re reports where): a
+# start of the tool that reads no log line (most commands) does not pay for compiling 400 patterns.
+_COMPILED: Dict[int, "re.Pattern[str]"] = {}
+
+
+def _compiled(index: int) -> "re.Pattern[str]":
+    pattern = _COMPILED.get(index)
+    if pattern is None:
+        pattern = _COMPILED[index] = re.compile(ROWS[index].match)
+    return pattern
+
+
 WARNED_CAUSE = re.compile("|".join(f"(?:{row.match})" for row in ROWS if row.warns))
 try:   # RE2's set matches every row at once in linear time: a line is read once, not once per row
     import re2
@@ -44,7 +55,7 @@ try:   # RE2's set matches every row at once in linear time: a line is read once
         return _SET.Match(line) or []
 except ImportError:    # pragma: no cover - the package depends on google-re2; the same rows, one by one
     def _matching(line: str) -> List[int]:
-        return [i for i, pattern in enumerate(_COMPILED) if pattern.search(line)]
+        return [i for i in range(len(ROWS)) if _compiled(i).search(line)]
 
 
 def prefilter_source() -> str:
@@ -55,7 +66,7 @@ def prefilter_source() -> str:
 def _best(found: List[int], line: str) -> Optional[Tuple[Row, "re.Match[str]"]]:
     """Of rows of one space that matched: the best kind's rank, then the earliest in the line, then the longest
     (the row that reads more of it: "CANCELLED AT t DUE TO TIME LIMIT" over "CANCELLED AT t DUE TO T")."""
-    matched = [(ROWS[i], m) for i in found for m in [_COMPILED[i].search(line)] if m]
+    matched = [(ROWS[i], m) for i in found for m in [_compiled(i).search(line)] if m]
     return min(matched, key=lambda rm: (KINDS[rm[0].kind].rank, rm[1].start(), -rm[1].end())) if matched else None
 
 
