@@ -1,5 +1,6 @@
 """Stacks: parsing what py-spy and faulthandler print, folding alike processes, naming the odd rank."""
 
+import glob
 import json
 import os
 
@@ -162,3 +163,22 @@ def test_what_a_stack_shows_a_rank_doing():
     verdict = judge_stacks(stacks, {})
     assert [p.rank for p in verdict.odd] == [0] and "compiling a C++ op" in verdict.summary
     assert "raise --timeout" in verdict.remedy
+
+
+def test_a_stalled_runs_hang_evidence_carries_what_the_ranks_flight_recorder_records_say():
+    """bench's and smoke's ranks run with the recorder on and answer the stacks probe with their record: the
+    hang evidence says what `clustercheck stacks` and `explain DIR` say, the collective some ranks never entered
+    (the real Gloo records of tests/data/flight-recorder/hang-world: rank 2 never entered all_reduce #8), and
+    where no stack stands out (every rank's main thread in the same wait), the records name the node."""
+    records = {int(os.path.basename(p).split("_")[-1].split(".")[0]): json.load(open(p))
+               for p in glob.glob(os.path.join(os.path.dirname(DATA), "flight-recorder", "hang-world", "json", "*"))}
+    stacks = [ProcessStack(node=f"n{r // 2 + 1}", pid=1000 + r, rank=r, state="S", state_text="sleeping",
+                           frames=list(WAIT), flight=records[r]) for r in sorted(records)]
+    forensics = judge_stacks(stacks, {})
+    assert not forensics.odd and [f.check for f in forensics.flight] == ["flight.missing"], forensics
+    summary, evidence, nodes, _ = hang_report(31.0, forensics, 600)
+    assert nodes == ["n2"], (nodes, evidence)
+    assert any(line.startswith("Flight Recorder: rank(s) 2 on n2 never entered all_reduce #8 of the world")
+               for line in evidence), evidence
+    cause = classify({"n1": NodeRun("n1"), "n2": NodeRun("n2")}, 600, stalled_s=31.0, forensics=forensics)
+    assert cause.kind == "hang" and cause.nodes == ["n2"] and "never called this collective" in cause.remedy

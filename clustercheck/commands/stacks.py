@@ -4,8 +4,7 @@ import sys
 
 import click
 
-from clustercheck.flight.findings import judge as judge_records
-from clustercheck.flight.read import from_answers
+from clustercheck.ranks.forensics import flight_of
 from clustercheck.ranks.ras_gather import RAS_DEADLINE_S, ras_findings
 from clustercheck.ranks.stack_gather import dump_matching
 from clustercheck.ranks.stacks import FRAMES_SHOWN, stacks_result
@@ -49,10 +48,6 @@ def stacks(pattern, timeout, frames, as_json, **params):
     with Cluster(nodes, options.fanout_options()) as cluster:
         found, problems = dump_matching(cluster, nodes, pattern, timeout)
         ras = ras_findings(cluster, nodes, min(timeout, RAS_DEADLINE_S))
-    answers = [(f"{s.node} pid {s.pid} (rank {s.rank})", s.rank, s.flight) for s in found
-               if s.flight is not None and s.rank is not None]
-    hosts = {s.rank: s.node for s in found if s.flight is not None and s.rank is not None}
-    flight = judge_records(from_answers(answers), hosts) if answers else None
-    text, code = stacks_result(found, problems, ras, pattern, frames, len(nodes), as_json, flight)
+    text, code = stacks_result(found, problems, ras, pattern, frames, len(nodes), as_json, flight_of(found))
     click.echo(text)
     sys.exit(code)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from clustercheck.core.result import Finding, Status
+from clustercheck.flight.findings import judge as judge_records
+from clustercheck.flight.read import from_answers
 from clustercheck.ranks.stacks import Group, ProcessStack, fold_stacks, ranges, who
 
 
@@ -22,13 +25,17 @@ class Forensics:
     groups: List[Group] = field(default_factory=list)      # odd first, as stacks.fold_stacks orders them
     odd: List[ProcessStack] = field(default_factory=list)
     ras: List = field(default_factory=list)     # what NCCL's RAS said of the job (nccl/ras_judge.py's findings)
+    flight: List[Finding] = field(default_factory=list)   # the ranks' Flight Recorder records judged (flight/)
 
     @property
     def remedy(self) -> str:
         """What to do, by what the stacks show: the odd ranks' activity, else the one every rank shares."""
         looked = self.odd or [g.first for g in self.groups if g.first.known]
         activities = [p.activity for p in looked if p.activity]
-        return REMEDY_BY_ACTIVITY[activities[0]] if activities else REMEDY_HANG
+        if activities:
+            return REMEDY_BY_ACTIVITY[activities[0]]
+        records = [f for f in self.flight if f.status is Status.FAIL]
+        return records[0].remedy if records and not self.odd else REMEDY_HANG
 
 
 REMEDY_HANG = ("the odd rank is where to look: its node (clustercheck env on it), its stack above; if none is odd, "
@@ -86,6 +93,17 @@ def pick_majority(groups):
     return best
 
 
+def flight_of(stacks: Sequence[ProcessStack]) -> Optional[Tuple[Dict, List[Finding]]]:
+    """The Flight Recorder records the ranks' hooks answered beside their stacks, judged across the ranks (the
+    first collective some never entered, a desync, in which process group): (its document, its findings), None
+    where no rank answered with one."""
+    answered = [s for s in stacks if s.flight is not None and s.rank is not None]
+    if not answered:
+        return None
+    answers = [(f"{s.node} pid {s.pid} (rank {s.rank})", s.rank, s.flight) for s in answered]
+    return judge_records(from_answers(answers), {s.rank: s.node for s in answered})
+
+
 def judge_stacks(stacks: Sequence[ProcessStack], unreached: Dict[str, str], expected_ranks: Optional[int] = None
                  ) -> Forensics:
     """The odd ranks and where the rest wait; `expected_ranks`: how many ranks the run had.
@@ -105,7 +123,8 @@ def judge_stacks(stacks: Sequence[ProcessStack], unreached: Dict[str, str], expe
     if expected_ranks and len(stacks) < expected_ranks:
         text += f"; {expected_ranks - len(stacks)} rank(s) not found on their nodes (exited, or the node was not reached)"
     text += "".join(f"; {node}: could not look ({why})" for node, why in unreached.items())
-    return Forensics(text, groups, odd)
+    flight = flight_of(stacks)
+    return Forensics(text, groups, odd, flight=flight[1] if flight else [])
 
 
 def standing(group: Group) -> str:
@@ -157,5 +176,10 @@ def hang_report(stalled_s: Optional[float], forensics: Optional[Forensics], time
     ranks = sorted(p.rank for p in forensics.odd if p.rank is not None)
     ras = [f"NCCL RAS: {f.summary}" + (f" ({'; '.join(f.evidence[:4])})" if f.evidence else "")
            for f in forensics.ras if f.status.name != "UNKNOWN"]      # no NCCL job (Gloo): nothing to say
-    return (f"{when}: {forensics.summary}", evidence_lines(forensics) + ras, sorted({p.node for p in forensics.odd}),
-            ranks)
+    # the records say which collective and which ranks, where the stacks say only where each rank stands
+    records = [f"Flight Recorder: {f.summary}" + (f" ({'; '.join(f.evidence[:3])})" if f.evidence else "")
+               for f in forensics.flight if f.status in (Status.FAIL, Status.WARN)]
+    nodes = sorted({p.node for p in forensics.odd})
+    if not nodes:     # no stack stands out: the ranks the records name as never entering the collective
+        nodes = sorted({n for f in forensics.flight if f.check == "flight.missing" for n in f.nodes})
+    return f"{when}: {forensics.summary}", evidence_lines(forensics) + records + ras, nodes, ranks
