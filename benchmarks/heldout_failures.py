@@ -1,6 +1,6 @@
 """Score a clustercheck checkout on the held-out failure logs of issue 43 (CONTRACT.md says the rules).
 
-    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--set issue43|issue48|issue48b] [--root DIR] [--verbose]
+    python3 benchmarks/heldout_failures.py --repo DIR --half check|build [--set issue43|issue48|issue48b] [--root DIR] [--exclude FILE] [--verbose]
 
 --set issue43 (the default) scores tests/data/heldout/failures/<half>/ with labels-<half>.json beside it;
 --set issue48 scores tests/data/heldout/issue48/<half>/failures/ with its labels.json (issue48/CONTRACT.md).
@@ -121,9 +121,11 @@ def smoke(classify, node_run, node_stderr, healthy, text, rpn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", required=True, help="a clustercheck checkout")
-    ap.add_argument("--half", required=True, choices=("build", "check"))
+    ap.add_argument("--half", required=True, choices=("build", "build2", "check"))
     ap.add_argument("--set", default="issue43", choices=("issue43", "issue48", "issue48b"), help="which held-out set")
     ap.add_argument("--root", help="a folder of the issue-48 layout (<half>/failures/) instead of --set's")
+    ap.add_argument("--exclude", help="a file listing logs left out (failures/NAME per line: issue48b's OVERLAP.txt, "
+                                      "the threads both gatherers picked)")
     ap.add_argument("--verbose", action="store_true", help="also explain's summary and the label's reason")
     args = ap.parse_args()
     repo = os.path.abspath(args.repo)
@@ -137,6 +139,10 @@ def main():
     else:
         folder = os.path.join(HERE, args.half)
         labels = json.load(open(os.path.join(HERE, f"labels-{args.half}.json")))
+    if args.exclude:
+        left_out = {line.strip().split("/", 1)[-1] for line in open(args.exclude)
+                    if line.strip().startswith("failures/")}
+        labels = {name: label for name, label in labels.items() if name not in left_out}
     print(f"repo {repo}  half {args.half}  ({len(labels)} logs)")
     print(f"smoke replay: {where_cls} with {where_run}, noise from {where_replay}")
     tot = {"explain": 0, "ready": 0, "blamed": 0, **{n: 0 for n in RPN}}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score `clustercheck explain --json` against the held-out NCCL log labels (issue 44).
 
-    python3 benchmarks/heldout_nccl.py --repo DIR --half check|build [--set issue44|issue48|issue48b] [--root DIR] [--verbose]
+    python3 benchmarks/heldout_nccl.py --repo DIR --half check|build [--set issue44|issue48|issue48b] [--root DIR] [--exclude FILE] [--verbose]
 
 Runs `python3 -m clustercheck explain --json FILE` with cwd=DIR and PYTHONPATH=DIR for every labelled file of the
 half, reads the top-level "nccl_paths" object and the exit code (contract: tests/data/heldout/nccl/CONTRACT.md), and
@@ -102,11 +102,14 @@ def network_right(label, got):
     return label == got
 
 
-def score(repo, half, verbose, which="issue44", root=None):
+def score(repo, half, verbose, which="issue44", root=None, exclude=None):
     paired = which != "issue44" or root     # the issue-48 layout: <root>/<half>/nccl/ with its labels.json
     folder = os.path.join(root or os.path.join(os.path.dirname(HERE), which), half, "nccl") if paired else \
         os.path.join(HERE, half)
     labels = json.load(open(os.path.join(folder, "labels.json" if paired else f"labels-{half}.json")))
+    if exclude:      # issue48b's OVERLAP.txt: the threads both gatherers picked
+        left_out = {line.strip().split("/", 1)[-1] for line in open(exclude) if line.strip().startswith("nccl/")}
+        labels = {name: label for name, label in labels.items() if name not in left_out}
     t = Counter()
     lines = []
     for name in sorted(labels):
@@ -180,14 +183,15 @@ def score(repo, half, verbose, which="issue44", root=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repo", required=True, help="a clustercheck checkout")
-    ap.add_argument("--half", required=True, choices=("check", "build"))
+    ap.add_argument("--half", required=True, choices=("check", "build", "build2"))
     ap.add_argument("--set", default="issue44", choices=("issue44", "issue48", "issue48b"),
                     help="issue44: tests/data/heldout/nccl/<half>/; issue48, issue48b: "
                          "tests/data/heldout/<set>/<half>/nccl/")
     ap.add_argument("--root", help="a folder of the issue-48 layout (<half>/nccl/) instead of --set's")
+    ap.add_argument("--exclude", help="a file listing logs left out (nccl/NAME per line: issue48b's OVERLAP.txt)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
-    score(os.path.abspath(a.repo), a.half, a.verbose, a.set, a.root)
+    score(os.path.abspath(a.repo), a.half, a.verbose, a.set, a.root, a.exclude)
 
 
 if __name__ == "__main__":

@@ -149,3 +149,26 @@ def test_the_logs_are_read_with_a_bounded_memory_whatever_their_size(tmp_path):
         handle.write("[rank2]: OSError: [Errno 28] No space left on device\n")
     view = read_logs([str(path)])
     assert sum(len(lines) for lines in view.lines.values()) < 10
+
+
+def test_ranks_of_one_node_failing_alike_name_the_one_torchrun_saw_fail_first():
+    """Three ranks of one node died of SIGSEGV together (open-mmlab/Amphion#167, issue 48b's check half, opened):
+    torchrun's summary names rank 0 as the first observed failure; explain names rank 0 as failing first and says
+    ranks 1 and 2 failed the same way, never "rank 0, 1, 2 failed first"."""
+    path = os.path.join(DATA, "heldout", "issue48b", "check", "failures", "open-mmlab-amphion-167.txt")
+    result = explain([path])
+    assert result.cause["kind"] == "crashed" and result.cause["ranks"] == [0], result.cause
+    assert any("rank(s) 1, 2 failed the same way" in line for line in result.cause["evidence"]), result.cause
+    smoke = classify({"node1": NodeRun("node1", exit_code=1, stderr=open(path).read())}, 600)
+    assert smoke.ranks == [0] and smoke.nodes == ["node1"]
+
+
+def test_a_virtual_interface_listed_second_by_ncclsocket_beside_infiniband_is_no_fallback():
+    """NVIDIA/nccl-tests#29 (issue 48b's build half): `NET/Socket : Using [0]enp41s0f1 [1]virbr0` on a job on IB,
+    out-of-band on enp41s0f1: the bridge carries nothing of the job (the socket net is not used, the bootstrap is
+    the first interface): no bootstrap or fallback finding; on sockets the same list would be one."""
+    path = os.path.join(DATA, "heldout", "issue48b", "build", "nccl", "nvidia-nccl-tests-29.txt")
+    result = explain([path])
+    assert {p["network"] for p in result.nccl.values()} == {"InfiniBand"}
+    assert not [f for f in result.findings if f.check in ("nccl.bootstrap", "nccl.transport")], result.findings
+    assert not any(p["fallback"] for p in result.nccl.values())

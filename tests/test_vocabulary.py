@@ -170,6 +170,11 @@ LINES += [
      "network", "NCCL socket family"),
     ("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. Unable to "
      "find address for: dgx-1.ai", "hostname", "Gloo host name"),
+    # the check half, opened after it was scored: a container on Docker's bridge (NVIDIA/nccl#929)
+    ("d9beab19e6d2:1791:1791 [0] misc/socket.cc:237 NCCL WARN Net : No interface found in the same subnet as remote "
+     "address a.b.c.d0<1778>", "network", "NCCL no interface"),
+    ("d9beab19e6d2:1791:1791 [0] bootstrap.cc:39 NCCL WARN NET/Socket : No usable listening interface found",
+     "network", "NCCL no interface"),
 ]
 
 

@@ -72,11 +72,13 @@ def cause_finding(cause: Cause) -> Finding:
 # set-up, waiting for nodes that never came): torch/distributed/launch.py's FutureWarning "The module
 # torch.distributed.launch is deprecated", torch/distributed/run.py's "Setting OMP_NUM_THREADS environment variable
 # for each process", torch/distributed/elastic/agent/server/api.py's "[%s] Rendezvous'ing worker group" and
-# "[%s] Starting worker group"
+# "[%s] Starting worker group"; PyTorch Lightning's "Initializing distributed: GLOBAL_RANK: %d, MEMBER: %d/%d"
+# (lightning/fabric/utilities/distributed.py _init_dist_connection; 1.x: "initializing ddp: GLOBAL_RANK: ...")
 _IN_COLLECTIVE = re.compile(r"NCCL INFO|NCCL WARN|Init COMPLETE|Connected all (?:rings|trees)|ProcessGroupNCCL|"
                             r"The module torch\.distributed\.launch is deprecated|"
                             r"Setting OMP_NUM_THREADS environment variable for each process|"
                             r"Rendezvous'ing worker group|Starting worker group|"
+                            r"(?i:initializing (?:ddp|distributed)): GLOBAL_RANK: \d+, MEMBER: \d+/\d+|"
                             r"\b(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_to_all)\b|"
                             r"[Ww]aiting (?:for|in|on)\b|store[_ ]based[_ ]barrier|Channel \d+/\d+ :|"
                             r"\[INFO\] \[(?:config|engine|logging|utils|stage_1_and_2|stage3|comm|"

@@ -235,12 +235,12 @@ def classify(runs: Dict[str, NodeLines]) -> Optional[Cause]:
             continue
         named = [unit for unit in tiered if unit[0].signature]
         if tier == FAILED and named:   # a rank that said nothing more than how it ended (SIGABRT, a bare cancel)
-            return _known(named, tier, runs)
+            return _known(named, tier, runs, roots)
         if tier in (OWN, FAILED):
             return _unclassified(tiered, runs, roots)
         if tier == ECHO and roots:
             return _first_failure(*roots[0])   # torchrun's first failed rank says more than a peer's echo
-        return _known(tiered, tier, runs)
+        return _known(tiered, tier, runs, roots)
     if lost:
         return Cause("node-down", lost, [], [f"{n}: the connection dropped while training ran" for n in lost],
                      "a node went down mid-run", "check the node (power, kernel log, OOM killer); drain it if it "
@@ -256,13 +256,20 @@ def classify(runs: Dict[str, NodeLines]) -> Optional[Cause]:
                  local_ranks=sorted({lr for r in failed.values() for lr in launcher_local_ranks(r)}))
 
 
-def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines]) -> Cause:
+def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines], roots=()) -> Cause:
     signature = min((u[0].signature for u in units), key=rank)
     hits = [h for u in units if u[0].signature.kind == signature.kind for h in u]
     signature = refine_by_lines(signature, [line for n in dict.fromkeys(h.node for h in hits) for line in runs[n].lines])
     nodes = list(dict.fromkeys(h.node for h in hits))
     evidence = [f"{node}: {line[:300]}" for node in nodes for line in _telling_lines([h for h in hits if h.node == node])]
     ranks = sorted({h.rank for h in hits if h.rank is not None})
+    first = _root_rank(roots, nodes)
+    if len(ranks) > 1 and first in ranks:
+        # several ranks of one node failed alike: torchrun's "Root Cause (first observed failure)" says which
+        # was first; the others are said, not named as failing first
+        evidence.append(f"rank {first} failed first (torchrun's first observed failure); rank(s) "
+                        f"{', '.join(str(r) for r in ranks if r != first)} failed the same way")
+        ranks = [first]
     local = [] if ranks else sorted({h.local_rank for h in hits if h.local_rank is not None}
                                     or {lr for n in nodes for lr in launcher_local_ranks(runs[n])})
     if tier == ECHO:   # the nodes that printed it are witnesses: the failure was elsewhere
@@ -270,6 +277,16 @@ def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines]) -> Cau
                      f"{signature.summary}; seen from {', '.join(nodes)}, which node failed first is not in the logs",
                      signature.remedy, seen=nodes)
     return Cause(signature.kind, nodes, ranks, evidence, signature.summary, signature.remedy, local)
+
+
+def _root_rank(roots, nodes: List[str]) -> Optional[int]:
+    """The rank torchrun's summary names as the first observed failure, where every node of the cause is its node
+    (several nodes failing alike are named alike: one node's torchrun does not see another's ranks)."""
+    for node, entry in roots:
+        number, _ = _entry_ranks(entry)
+        if number is not None and set(nodes) == {node}:
+            return number
+    return None
 
 
 def _telling_lines(hits: List[Hit]) -> List[str]:

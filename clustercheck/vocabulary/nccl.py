@@ -42,6 +42,12 @@ ROWS += [
     Row("nccl-warn", _GATE + r"(?:NET/IBP?\s*:[^\n]*(?:completion|status|error)|ibv_\w+ failed)", "ib",
         "NCCL WARN NET/IB", _WARN + "src/transport/net_ib.cc: \"NET/IB : Got completion from peer %s with error %d\"",
         via="rdma"),     # the completion status or verbs errno is read in rdma's table (ENOMEM: the memlock limit)
+    # no interface of this node can reach the peer's (or the bootstrap's) address: a container on a bridge only,
+    # NCCL_SOCKET_IFNAME on the wrong network, NCCL_COMM_ID naming an address of another subnet
+    Row("nccl-warn", _GATE + r"(?:No interface found in the same subnet as remote address|"
+                             r"No usable listening interface found)", "network", "NCCL no interface",
+        _WARN + "src/misc/socket.cc: \"Net : No interface found in the same subnet as remote address %s\"; "
+                "src/bootstrap.cc: \"NET/Socket : No usable listening interface found\""),
     # the bootstrap found no address to connect from or to: NCCL_SOCKET_IFNAME names an interface the node lacks
     Row("nccl-warn", r"ncclSocketInit: connecting to address \S* ?with family \d+ is neither AF_INET", "network",
         "NCCL socket family", _WARN + "src/misc/socket.cc ncclSocketInit: \"ncclSocketInit: connecting to address %s "
