@@ -172,3 +172,17 @@ def test_a_virtual_interface_listed_second_by_ncclsocket_beside_infiniband_is_no
     assert {p["network"] for p in result.nccl.values()} == {"InfiniBand"}
     assert not [f for f in result.findings if f.check in ("nccl.bootstrap", "nccl.transport")], result.findings
     assert not any(p["fallback"] for p in result.nccl.values())
+
+
+@pytest.mark.parametrize("last", [
+    "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/4",                         # Lightning 1.x
+    "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4",                 # Lightning 2.x
+    "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+])
+def test_a_log_whose_last_words_are_the_ranks_starting_is_a_set_up_that_never_finished(tmp_path, last):
+    """Lightning-AI/pytorch-lightning#6206 (issue 48b's check half, opened): the log ends at Lightning's DDP
+    initialisation, nothing after: UNKNOWN as a hang in progress (or a cut log), never READY."""
+    log = tmp_path / "job.log"
+    log.write_text("GPU available: True, used: True\nTPU available: None, using: 0 TPU cores\n" + last + "\n")
+    result = explain([str(log)])
+    assert result.exit_code == 3 and any(f.check == "explain.hang" for f in result.findings), result.findings
