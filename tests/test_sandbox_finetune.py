@@ -13,7 +13,7 @@ import pytest
 from clustercheck.core.errors import EXIT_FAIL, EXIT_OK
 from clustercheck.sandbox import faults
 from tests.conftest import gone
-from tests.test_sandbox_smoke import RANKS, model, problems, run_smoke  # noqa: F401 (model: a fixture)
+from tests.test_sandbox_smoke import RANKS, model, problems, run_smoke, said  # noqa: F401 (model: a fixture)
 
 pytestmark = pytest.mark.sandbox
 CONFIGS = os.path.join(os.path.dirname(__file__), "data", "ds_configs")
@@ -26,7 +26,7 @@ def passed(doc):
 def test_a_zero3_offload_config_with_auto_values_runs_and_says_what_it_resolved(box, tmp_path, model):
     code, doc, progress = run_smoke(box, tmp_path, "--model", model, "--steps", "10", "--seq-len", "32",
                                     "--deepspeed", os.path.join(CONFIGS, "ds_z3_offload_config.json"))
-    assert code == EXIT_OK, problems(doc)
+    assert code == EXIT_OK, said(doc)
     evidence = " ".join(passed(doc)["smoke.job"]["evidence"])
     assert "ran as zero3-offload" in evidence and "train_batch_size=32" in evidence and "bf16.enabled=False" in evidence
     assert "\"auto\" resolved: train_micro_batch_size_per_gpu=8" in progress
@@ -35,7 +35,7 @@ def test_a_zero3_offload_config_with_auto_values_runs_and_says_what_it_resolved(
 
 def test_lora_passes_and_a_node_without_peft_or_transformers_is_named(box, tmp_path, model):
     code, doc, _ = run_smoke(box, tmp_path, "--model", model, "--lora", "--steps", "12", "--seq-len", "32")
-    assert code == EXIT_OK, problems(doc)
+    assert code == EXIT_OK, said(doc)
     assert "LoRA rank 8" in " ".join(passed(doc)["smoke.job"]["evidence"])
     victim = box.nodes[1].name
     site = os.path.dirname(os.path.dirname(importlib.util.find_spec("peft").origin))

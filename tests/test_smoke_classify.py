@@ -196,3 +196,19 @@ def test_an_echo_is_never_the_cause_beside_a_launchers_bare_child_failed(ranks_p
     echo = classify(echoes, 600)
     assert (echo.kind, echo.nodes, echo.seen) == ("peer-lost", [], ["node1", "node2"])
 
+
+
+def test_a_crash_says_where_the_crashing_thread_was():
+    """A rank aborted (SIGABRT) with faulthandler on, as torchelastic turns it on in its workers: the evidence
+    carries the innermost frames of the thread faulthandler marks as current, not another thread's wait."""
+    text = "\n".join([
+        "[rank1]: step 10 loss 3.3", "Fatal Python error: Aborted", "",
+        "Thread 0x00007f0000000001 (most recent call first):",
+        '  File "/usr/lib/python3.11/threading.py", line 324 in wait', "",
+        "Current thread 0x00007f0000000002 (most recent call first):",
+        '  File "/x/deepspeed/runtime/engine.py", line 100 in destroy',
+        '  File "/x/train.py", line 335 in main', ""])
+    cause = classify({"n1": NodeRun("n1", exit_code=1, stderr=text)}, 600)
+    assert cause.kind == "crashed"
+    assert cause.evidence[1:] == ['n1: File "/x/deepspeed/runtime/engine.py", line 100 in destroy',
+                                  'n1: File "/x/train.py", line 335 in main'], cause.evidence

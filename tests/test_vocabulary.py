@@ -155,16 +155,14 @@ LINES = [
 ]
 
 
-# Issue 48's second held-out round, its build half (/work/heldout48b/build, SOURCES.tsv): a PBS/Torque job's end
-# mail (cBio/cbio-cluster#256), aws-ofi-nccl's registration failure through libfabric (NVIDIA/nccl#563), Open MPI's
-# vader copy refused in a container (horovod/horovod#1167), each line as the thread shows it
+# Issue 48's second held-out round, its build half (tests/data/heldout/issue48b/build, SOURCES.tsv): aws-ofi-nccl's
+# registration failure through libfabric (NVIDIA/nccl#563), as the thread shows it (the scheduler's and MPI's new
+# rows' lines are in tests/test_vocabulary_scheduler_mpi.py)
 LINES += [
-    ("Job exceeded its walltime limit. Job was aborted", "scheduler", "time limit (Torque)"),
     ("10.0.87.143: 10.0.87.143: ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to "
      "register memory (type = 1) for device 0. RC: 12, Error: Cannot allocate memory", "memlock",
      "ibv_reg_mr ENOMEM"),
-    ("[1,1]<stderr>:[edc6f559242d:00026] Read -1, expected 36864, errno = 1", "ptrace", "vader CMA copy"),
-    # its second batch (/work/heldout48b/build2): NCCL with NCCL_SOCKET_IFNAME naming no interface
+    # its second batch (tests/data/heldout/issue48b/build2): NCCL with NCCL_SOCKET_IFNAME naming no interface
     # (NVIDIA/nccl#1837), Gloo's own host name resolving to no address (msr-fiddle/pipedream#32)
     ("[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
      "network", "NCCL socket family"),

@@ -94,6 +94,11 @@ SCHEDULER = [
     ("=>> PBS: job killed: mem 4194304kb exceeded limit 2097152kb", "killed", "memory limit (PBS)", None),
     ("=>> PBS: job killed: vmem 9194304kb exceeded limit 8097152kb", "killed", "memory limit (PBS)", None),
     ("=>> PBS: job killed: ncpus 17.3 exceeded limit 16 (burst)", "scheduler", "limit (PBS)", None),
+    # Torque's end-of-job mail (msg_momjoboverwalltimelimit, msg_momjobovermemlimit); the walltime line as
+    # cBio/cbio-cluster#256 shows it (issue 48b's build half)
+    ("Job exceeded its walltime limit. Job was aborted", "scheduler", "time limit (Torque)", None),
+    ("Job exceeded a memory resource limit (vmem, pvmem, etc.). Job was aborted", "killed", "memory limit (Torque)",
+     None),
     # LSF's termination reasons (bacct / bhist -l)
     ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "scheduler", "time limit (PBS, LSF)", None),
     ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "killed", "memory limit (LSF)", None),
@@ -165,6 +170,8 @@ MPI = [
      "openib completion", None),
     ("[gpu01][[43536,1],3][btl_openib_component.c:3769:poll_device] error polling HP CQ with -2 errno says No such "
      "file or directory", "ib", "openib completion", None),
+    # opal/mca/btl/vader/btl_vader_get.c "Read %ld, expected %lu, errno = %d" (horovod/horovod#1167, in a container)
+    ("[1,1]<stderr>:[edc6f559242d:00026] Read -1, expected 36864, errno = 1", "ptrace", "vader CMA copy", None),
     ("The InfiniBand retry count between two MPI processes has been", "ib", "openib retry exceeded", None),
     ("The OpenFabrics \"receiver not ready\" retry count on a per-peer", "ib", "openib retry exceeded", None),
     # pmodels/mpich src/pm/hydra: HYDU_error_printf "[%s] %s (%s:%d): " + the message

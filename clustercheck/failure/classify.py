@@ -263,6 +263,8 @@ def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines], roots=
     nodes = list(dict.fromkeys(h.node for h in hits))
     evidence = [f"{node}: {line[:300]}" for node in nodes for line in _telling_lines([h for h in hits if h.node == node])]
     ranks = sorted({h.rank for h in hits if h.rank is not None})
+    if signature.kind == "crashed":
+        evidence += [f"{node}: {line[:300]}" for node in nodes for line in crash_frames(runs[node].lines)]
     first = _root_rank(roots, nodes)
     if len(ranks) > 1 and first in ranks:
         # several ranks of one node failed alike: torchrun's "Root Cause (first observed failure)" says which
@@ -277,6 +279,23 @@ def _known(units: List[List[Hit]], tier: int, runs: Dict[str, NodeLines], roots=
                      f"{signature.summary}; seen from {', '.join(nodes)}, which node failed first is not in the logs",
                      signature.remedy, seen=nodes)
     return Cause(signature.kind, nodes, ranks, evidence, signature.summary, signature.remedy, local)
+
+
+def crash_frames(lines: List[str], most: int = 4) -> List[str]:
+    """Where a rank crashed: the innermost frames faulthandler printed under its first "Fatal Python error", of the
+    thread it marks "Current thread" (the one that crashed), else of the first it lists; most recent call first."""
+    for index, line in enumerate(lines):
+        if "Fatal Python error" in line:
+            after = lines[index + 1:index + 200]
+            current = next((i for i, ln in enumerate(after) if ln.strip().startswith("Current thread")), 0)
+            frames = []
+            for ln in after[current + 1 if current else 0:]:
+                if ln.strip().startswith('File "'):
+                    frames.append(ln.strip())
+                elif frames and not ln.strip():
+                    break       # the end of that thread's frames
+            return frames[:most]
+    return []
 
 
 def _root_rank(roots, nodes: List[str]) -> Optional[int]:
