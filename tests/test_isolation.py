@@ -195,7 +195,7 @@ def starved_facts(nodes, rounds, flags):
     for event in facts.stages[0].runs[nodes[0]].events:
         if event["event"] == "pair":
             first = flags[event["round"]][(event["a"], event["b"])]
-            event.update(starved=first > 0.25, cpu_wait={event["a"]: first, event["b"]: 0.02})
+            event.update(cpu_wait={event["a"]: first, event["b"]: 0.02})
     return facts
 
 

@@ -24,9 +24,9 @@ import time
 import torch
 import torch.distributed as dist
 try:  # imported as part of the clustercheck package (the check inside a job, clustercheck.injob)
-    from .rounds import STARVED, Isolation, cpu_wait, exchange_gbps, round_robin
+    from .rounds import Isolation, cpu_wait, exchange_gbps, round_robin
 except ImportError:  # shipped to a node: clustercheck_rounds.py beside this file
-    from clustercheck_rounds import STARVED, Isolation, cpu_wait, exchange_gbps, round_robin
+    from clustercheck_rounds import Isolation, cpu_wait, exchange_gbps, round_robin
 
 try:   # the hang hook and the sandbox's rank faults, shipped beside this file
     import clustercheck_hang as hang
@@ -305,8 +305,7 @@ def pair_rounds(harness, config, leaders):
             if leaders[a] == harness.rank:  # one of the two reports
                 record = {"event": "pair", "phase": phase, "round": index, "a": a, "b": b, "bytes": count * element,
                           "time_us": seconds * 1e6, "iters": iters,
-                          "cpu_wait": {a: round(mine_wait, 3), b: round(peer_wait, 3)},
-                          "starved": max(mine_wait, peer_wait) > STARVED}
+                          "cpu_wait": {a: round(mine_wait, 3), b: round(peer_wait, 3)}}
                 harness.emit(record)
                 results.append(record)
         gathered = [None] * harness.world
