@@ -57,6 +57,21 @@ def test_a_hang_in_a_subgroup_names_the_subgroup_its_ranks_and_who_waits_where(f
     assert "rank 2: waits in all_reduce #3 of tp1" in " ".join(findings["flight.missing"].evidence)
 
 
+def test_the_subgroup_is_named_when_the_worlds_next_collective_was_created_before_it(tmp_path):
+    """Ranks 0 and 1, outside tp1, race on to the world's barrier while rank 2 enters tp1's all_reduce: on a
+    cluster the barrier may be created first (seen on the sandbox). The gap whose missing rank stopped outside any
+    collective is named, not the barrier that ranks 2 and 3 miss because rank 2 waits in tp1."""
+    for path in dumps("hang-subgroup", "json"):
+        doc = json.load(open(path))
+        if doc["entries"][-1]["process_group"][1] == "default_pg":
+            doc["entries"][-1]["time_created_ns"] -= 60 * 10 ** 9
+        (tmp_path / os.path.basename(path)).write_text(json.dumps(doc))
+    doc, findings = judged(sorted(str(p) for p in tmp_path.iterdir()))
+    assert doc["missing"][0]["group"] == "default_pg"          # created first, as set up
+    summary = findings["flight.missing"].summary
+    assert summary.startswith("rank(s) 3 never entered all_reduce #3 of group 'tp1'"), summary
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_a_desync_names_the_rank_with_other_sizes_against_the_majority(form):
     doc, findings = judged(dumps("mismatch", form))

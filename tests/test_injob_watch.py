@@ -22,11 +22,20 @@ from clustercheck.injob.options import parse_wrapper
 from clustercheck.injob.straggler import JOB, Episodes, judge_window
 from clustercheck.onnode.nodelib import JOB_HOOKS
 from clustercheck.onnode.sweep import kill_tagged
+from tests.pipes import Lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "data", "injob", "watch_train.py")
 NAMED = re.compile(r"clustercheck injob: watch: rank (\d+) on (\S+) is slowing the job ([\d.]+)x since step (\d+) "
                    r".*?named at step (\d+)")
+
+
+def stall_dumped(errors, folder, step, after_s):
+    """Every rank's record of the stall after `step` written: the speaker's line said, and both dumps newer than the
+    stall's start (a dump of an earlier stall is older by more than `after_s`)."""
+    said = errors.said(f"no step for {after_s:g} s (after step {step}):")
+    dumps = list(folder.glob("*/nccl_trace_rank_*"))
+    return said is not None and len(dumps) == 2 and all(d.stat().st_mtime > said - after_s + 0.5 for d in dumps)
 
 
 def numbers(step, forward=0.002, between=0.0005, best=None, last=100, host="n1"):
@@ -177,12 +186,14 @@ def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
 
 def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_the_ranks_wrote(tmp_path):
     """Through the wrapper, the recorder left unset as most jobs leave it: the check turns it on, rank 1 stops
-    before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. `clustercheck stacks`
+    before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. A set-up of 4 s before
+    the first step is a stall of its own, dumped and said; the step-29 stall's records replace its. `clustercheck stacks`
     on the live job names rank 1, its node and the all_reduce from the ranks' own records; no step for 3 s: each
     rank writes its record, and explain on the folder names the same, blaming no other rank."""
     tag = f"CLUSTERCHECK_TEST_JOB={os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120",
+               WATCH_SETUP_S="4",
                CLUSTERCHECK_TEST_JOB=tag.split("=", 1)[1])
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         env.pop(name, None)
@@ -192,10 +203,14 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
             "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", SCRIPT]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
+    errors, output = Lines(proc.stderr), Lines(proc.stdout)
     folder = tmp_path / "flight-recorder"
     try:
+        # the dumps of the stall at step 29: a set-up longer than 3 s (4 s here; on a loaded host the script's start
+        # and DDP's first broadcast alone may take that) is a stall too, dumped and said "after step 0": those
+        # records, older than the stall's by more than 3 s, are replaced by the stall's, which are waited for
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None and len(list(folder.glob("*/nccl_trace_rank_*"))) < 2:
+        while time.monotonic() < deadline and proc.poll() is None and not stall_dumped(errors, folder, 29, 3.0):
             time.sleep(0.5)
         # the live job, asked as a user would at 2 a.m.: each rank's stack and its record, from its hook
         live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", "watch_train.py", "--json"],
@@ -204,7 +219,9 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         # torchrun's workers run in sessions of their own: the job's every process goes, as the launch's sweep
         # takes them (killing torchrun's group alone left the ranks to sleep on, holding the pipes)
         assert kill_tagged(tag.encode()), "the job's processes still ran 10 s after they were killed"
-        out, err = proc.communicate()
+        proc.wait(timeout=30)
+        output.text()
+        err = errors.text()
         for left in glob.glob(f"{JOB_HOOKS}/127.0.0.1-{port}-*"):   # the killed ranks' hook files
             shutil.rmtree(left, ignore_errors=True)
     stacks = json.loads(live.stdout)
@@ -216,6 +233,7 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     dumps = sorted(p.name for p in folder.glob("*/nccl_trace_rank_*"))
     assert dumps == ["nccl_trace_rank_0", "nccl_trace_rank_1"], err[-3000:]
     assert "the Flight Recorder is on (TORCH_FR_BUFFER_SIZE=2000, unset by the job)" in err
+    assert "no step for 3 s (after step 0): each rank writes its Flight Recorder record" in err, err[-3000:]
     assert "no step for 3 s (after step 29): each rank writes its Flight Recorder record" in err, err[-3000:]
     [job] = folder.iterdir()
     explained = subprocess.run([sys.executable, "-m", "clustercheck", "explain", str(job), "--json"],

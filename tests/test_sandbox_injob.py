@@ -65,11 +65,19 @@ def failed(doc):
     return {f["check"]: f for f in doc["findings"] if f["status"] == "FAIL"}
 
 
+def why_not_ready(reports):
+    """The report's findings that were not OK, whole (what a user reads first), for a failing assertion's message."""
+    try:
+        return json.dumps([f for f in report_of(reports)["findings"] if f["status"] != "OK"], indent=1)
+    except (OSError, ValueError, KeyError):
+        return "(no report)"
+
+
 def stopped_everywhere(results, text):
     """Every rank stopped before its first step with exit 2 and the verdict's line naming `text`."""
     for node, ((out, err), code) in results.items():
-        assert code != 0 and "exitcode  : 2" in err, (node, err[-3000:])
-        assert "clustercheck injob: NOT READY" in err and text in err, (node, err[-3000:])
+        assert code != 0 and "exitcode  : 2" in err, f"{node}: {err[-3000:]}"
+        assert "clustercheck injob: NOT READY" in err and text in err, f"{node}: {err[-3000:]}"
         assert '"summary"' not in out and '"event": "step"' not in out, node
 
 
@@ -80,7 +88,7 @@ def test_a_clean_job_checks_then_the_same_processes_train_and_save(box, tmp_path
                                  options="--checkpoint-dir /tmp/injob ")
     results = run_on_nodes(box, lines)
     for node, ((out, err), code) in results.items():
-        assert code == 0, (node, err[-3000:])
+        assert code == 0, f"{node}: {err[-3000:]}\n{why_not_ready(reports)}"
     summaries = [json.loads(line) for (out, _), _ in results.values() for line in out.splitlines() if '"summary"' in line]
     [done] = summaries
     assert done["world"] == 3 and done["steps"] == 4 and done["weights_agree"] is True
@@ -159,7 +167,7 @@ def test_the_variables_a_pytorchjob_sets_start_the_check_and_the_trainer(box, tm
                             f"--reports-dir {reports} -- {script} --mode ddp --steps 2")
     results = run_on_nodes(box, lines)
     for node, ((out, err), code) in results.items():
-        assert code == 0, (node, err[-3000:])
+        assert code == 0, f"{node}: {err[-3000:]}\n{why_not_ready(reports)}"
     [done] = [json.loads(line) for (out, _), _ in results.values() for line in out.splitlines() if '"summary"' in line]
     assert done["world"] == 3 and done["steps"] == 2
     doc = report_of(reports)

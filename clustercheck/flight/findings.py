@@ -9,16 +9,14 @@ from clustercheck.core.result import Finding, Status, note
 from clustercheck.flight.judge import (Incomplete, Mismatch, build_groups, call_site, current, fold_ranks,
                                        incomplete, mismatches, op_name, state_of)
 from clustercheck.flight.read import FlightRead, RankDump
+from clustercheck.vocabulary.kinds import KINDS
 
 REMEDIES = {
     "missing": "the ranks named never called this collective: look at what they did instead (their own log's last "
                "lines, their stack: py-spy dump, `clustercheck stacks`): a data loader or a storage read stuck, a "
                "branch only some ranks take (an `if rank == 0:` around a collective, an early exit, uneven batches "
                "at an epoch's end), an exception swallowed on that rank",
-    "mismatch": "the ranks called this collective with different tensors: the same code path must give every rank "
-                "the same shapes and dtypes (uneven last batches, a model or config that differs by rank, a "
-                "parameter that exists on only some ranks); TORCH_DISTRIBUTED_DEBUG=DETAIL checks shapes before "
-                "each collective",
+    "mismatch": KINDS["desync"].remedy,      # what explain says of Gloo's and torch's own words for it
     "order": "each of these ranks waits in a collective the others never entered: they call the groups' "
              "collectives in different orders; every rank must issue the collectives of each group in one order",
     "stuck": "every rank entered this collective and none finished: not a rank that stopped but the collective "
@@ -67,7 +65,11 @@ def _missing_findings(gaps: List[Incomplete], dumps: Dict[int, RankDump], hosts:
         return [Finding("flight.order", Status.FAIL, f"rank(s) {fold_ranks(ranks)} each wait in a collective the "
                         f"others never entered: {len(gaps)} groups' collectives called in different orders",
                         lines, REMEDIES["order"])], []
-    first = next(g for g in gaps if set(g.missing) & set(stopped))
+    # the collective whose missing ranks all stopped outside any collective is where the hang began; a gap whose
+    # missing ranks wait in another group's collective is its consequence, whichever was created first (the ranks
+    # left after the last collective both had race to their next: creation times do not order them)
+    first = next((g for g in gaps if set(g.missing) <= set(stopped)), None) or \
+        next(g for g in gaps if set(g.missing) & set(stopped))
     culprits = [r for r in first.missing if r in stopped]
     nodes = sorted({hosts[r] for r in culprits if r in hosts}) if hosts else []
     waiting = f"; {fold_ranks(first.entered)} wait in it" if first.entered else ""

@@ -11,6 +11,7 @@ import os
 import time
 
 from clustercheck.sandbox.cluster import Sandbox
+from clustercheck.sandbox.processes import read_text, sh
 
 CPU_CGROUP = "/sys/fs/cgroup/cpu"   # cgroup v1 cpu controller
 CPU_PERIOD_US = 100000
@@ -53,3 +54,20 @@ def release_cpu(box: Sandbox, name: str) -> None:
             return
         except OSError:
             time.sleep(0.2)
+
+
+def cpu_quota_running(box: Sandbox, name: str, cpus: float, match: str) -> int:
+    """cpu_quota, and the node's processes already running whose command line holds `match` moved under it too: a
+    node that loses CPU while the job trains (a noisy neighbour, a throttled host). How many were moved; undone by
+    clear()."""
+    cpu_quota(box, name, cpus)
+    node, group, moved = box.node(name), cpu_group(box, name), 0
+    for pid in sh("ip", "netns", "pids", node.netns, check=False).stdout.split():
+        if match in read_text(f"/proc/{pid}/cmdline").replace("\0", " "):
+            try:
+                with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+                    handle.write(pid)        # the whole process, every thread of it (cgroup v1's procs file)
+                moved += 1
+            except OSError:
+                continue                     # it ended meanwhile
+    return moved

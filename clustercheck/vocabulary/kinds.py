@@ -184,6 +184,12 @@ KINDS: Dict[str, Kind] = {
                        "a device-side assert is usually an index out of range (labels against the vocabulary, padding "
                        "ids); an illegal access or launch failure: rerun with CUDA_LAUNCH_BLOCKING=1 to find the "
                        "kernel, and check the GPU (clustercheck env: Xid, ECC) if it repeats on one node only"),
+    "desync": Kind(228, ROOT, "the ranks called a collective with different tensors or different collectives "
+                              "at one point (a desync in the training code, not a cluster fault)",
+                   "the same code path must give every rank the same collectives with the same shapes and dtypes: "
+                   "uneven last batches, a model or config that differs by rank, a parameter that exists on only "
+                   "some ranks, a collective behind an `if rank == ...`; TORCH_DISTRIBUTED_DEBUG=DETAIL checks "
+                   "shapes before each collective (in torch 2.13 not while DDP is built: it segfaults there)"),
     "code": Kind(230, ROOT, "the training code failed the same way any machine would (not a cluster fault)",
                  "fix the code or its inputs: the error names the operation (tensors on different devices, shapes or "
                  "dtypes that do not match); every node would fail alike"),

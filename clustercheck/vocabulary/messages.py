@@ -142,11 +142,18 @@ ROWS: List[Row] = [
                  r"Target -?\d+ is out of bounds|Expected input batch_size \(\d+\) to match target batch_size|"
                  r"Trying to backward through the graph a second time|does not require grad and does not have a "
                  r"grad_fn|modified by an inplace operation|view size is not compatible with input tensor|"
-                 r"Tensors must be CUDA and dense|No backend type associated with device type|"
-                 r"Detected mismatch between collectives on ranks", "code",
+                 r"Tensors must be CUDA and dense|No backend type associated with device type", "code",
         "tensor mismatch", TORCH + "aten TensorIterator / _prims_common: \"Expected all tensors to be on the same "
                                    "device, but found at least two devices\"; aten's shape, dtype and index checks, "
                                    "autograd's engine, ProcessGroupNCCL's tensor checks"),
+    Row("torch", r"Detected mismatch between collectives on ranks", "desync", "collective fingerprints",
+        TORCH + "torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG=DETAIL): \"Detected "
+                "mismatch between collectives on ranks. Rank %d is running collective: CollectiveFingerPrint(...)\""),
+    Row("c10d", r"op\.preamble\.length <= op\.nbytes|Received data size doesn't match expected size", "desync",
+        "Gloo size check", "pytorch/gloo gloo/transport/tcp/pair.cc: GLOO_ENFORCE_LE(op.preamble.length, op.nbytes, "
+                           "\"Received data size doesn't match expected size. Is there a distributed collective "
+                           "mismatch in your code?\"): the rank whose buffer is the smaller aborts (gloo::EnforceNotMet, "
+                           "SIGABRT); its peers then fail on the closed connection"),
     Row("torch", r"DefaultCPUAllocator: can't allocate memory|std::bad_alloc", "host-oom", "CPU allocator",
         TORCH + "c10/core/impl/alloc_cpu.cpp: \"DefaultCPUAllocator: can't allocate memory: you tried to allocate %d "
                 "bytes\"; C++'s std::bad_alloc"),

@@ -4,10 +4,14 @@ DDP on Gloo, SGD, WATCH_STEPS steps, one line per rank with its median step time
     torchrun --standalone --nproc-per-node 2 -m clustercheck.injob --watch -- watch_train.py
     WATCH_ALONE=1 torchrun --standalone --nproc-per-node 2 watch_train.py     # clustercheck.injob.watch() alone
 
-One rank stopped at a step (a hang: WATCH_STOP_RANK, WATCH_STOP_AT, WATCH_STOP_S). One rank made slow from a step on: WATCH_SLOW_RANK, WATCH_SLOW_AFTER, and WATCH_SLOW_HOW "sleep" (WATCH_SLOW_S
-more between its steps, as a slow data loader) or "compute" (its forward does the layers' work WATCH_SLOW_TIMES
-more, as a slower device would). WATCH_PHASES=N (the benchmark): 2N phases of WATCH_STEPS steps, the watch off
-and on in turn, each phase's median step time printed.
+One rank stopped at a step (a hang: WATCH_STOP_RANK, WATCH_STOP_AT, WATCH_STOP_S); a set-up of WATCH_SETUP_S before
+the model is built; WATCH_SUBGROUP=2,3,4,5: those ranks all_reduce in a group of their own after each step
+(WATCH_STOP_IN=subgroup: the stopped rank stops before that one); WATCH_ODD_RANK: at WATCH_STOP_AT that rank
+all_reduces WATCH_ODD_SIZES' first number of elements where the others give its second (4096,1024: Gloo aborts on
+it; 8,4 among 6 ranks: the ring's pieces are too small for Gloo's check, and the ranks hang). One rank made slow from a step on: WATCH_SLOW_RANK,
+WATCH_SLOW_AFTER, and WATCH_SLOW_HOW "sleep" (WATCH_SLOW_S more between its steps, as a slow data loader) or
+"compute" (its forward does the layers' work WATCH_SLOW_TIMES more, as a slower device would). WATCH_PHASES=N (the
+benchmark): 2N phases of WATCH_STEPS steps, the watch off and on in turn, each phase's median step time printed.
 """
 
 import os
@@ -30,6 +34,11 @@ SLOW_TIMES = int(os.environ.get("WATCH_SLOW_TIMES", "20"))
 STOP_RANK = int(os.environ.get("WATCH_STOP_RANK", "-1"))     # this rank stops at WATCH_STOP_AT, before its
 STOP_AT = int(os.environ.get("WATCH_STOP_AT", "0"))           # forward (and so before the step's all_reduce),
 STOP_S = float(os.environ.get("WATCH_STOP_S", "300"))         # for WATCH_STOP_S: the others wait in it
+SETUP_S = float(os.environ.get("WATCH_SETUP_S", "0"))         # a set-up this long before the model (a checkpoint read)
+SUBGROUP = [int(r) for r in os.environ.get("WATCH_SUBGROUP", "").split(",") if r]
+STOP_IN = os.environ.get("WATCH_STOP_IN", "world")
+ODD_RANK = int(os.environ.get("WATCH_ODD_RANK", "-1"))
+ODD_SIZE, SIZE = (int(n) for n in os.environ.get("WATCH_ODD_SIZES", "4096,1024").split(","))
 
 
 class Model(torch.nn.Module):
@@ -55,6 +64,8 @@ def main():
                                  slower=float(os.environ.get("WATCH_SLOWER", "1.3")),
                                  windows=int(os.environ.get("WATCH_WINDOWS", "2")),
                                  on_slow=os.environ.get("WATCH_ON_SLOW", "warn"))
+    time.sleep(SETUP_S)
+    subgroup = dist.new_group(SUBGROUP) if SUBGROUP else None     # every rank makes it, as new_group requires
     model = Model()
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -77,13 +88,20 @@ def main():
                         time.sleep(SLOW_S)
                     else:
                         model.extra = SLOW_TIMES
-                if rank == STOP_RANK and step == STOP_AT:
+                if rank == STOP_RANK and step == STOP_AT and STOP_IN == "world":
                     print(f"STOPPED rank={rank} step={step}", flush=True)
                     time.sleep(STOP_S)
+                if ODD_RANK >= 0 and step == STOP_AT:
+                    dist.all_reduce(torch.ones(ODD_SIZE if rank == ODD_RANK else SIZE))
                 optimizer.zero_grad()
                 loss = torch.nn.functional.mse_loss(ddp(data), target)
                 loss.backward()
                 optimizer.step()
+                if subgroup is not None and rank in SUBGROUP:
+                    if rank == STOP_RANK and step == STOP_AT and STOP_IN == "subgroup":
+                        print(f"STOPPED rank={rank} step={step} subgroup", flush=True)
+                        time.sleep(STOP_S)
+                    dist.all_reduce(torch.ones(4), group=subgroup)
                 times.append(time.perf_counter() - started)
             label = ("on" if phase % 2 else "off") if phases else "run"
             print(f"STEPS rank={rank} phase={phase} watch={label} median_s={statistics.median(times):.6f}",
