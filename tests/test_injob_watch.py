@@ -233,7 +233,8 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     dumps = sorted(p.name for p in folder.glob("*/nccl_trace_rank_*"))
     assert dumps == ["nccl_trace_rank_0", "nccl_trace_rank_1"], err[-3000:]
     assert "the Flight Recorder is on (TORCH_FR_BUFFER_SIZE=2000, unset by the job)" in err
-    assert "no step for 3 s (after step 0): each rank writes its Flight Recorder record" in err, err[-3000:]
+    # the set-up's stall is dumped too, but which step it is said after depends on when the dump thread, polling
+    # every 0.75 s, gets a CPU on a loaded host (after step 0, or 1 once DDP's first step outlasts 3 s): not asserted
     assert "no step for 3 s (after step 29): each rank writes its Flight Recorder record" in err, err[-3000:]
     [job] = folder.iterdir()
     explained = subprocess.run([sys.executable, "-m", "clustercheck", "explain", str(job), "--json"],
