@@ -75,6 +75,7 @@ class StallDump:
         self.handle = None
 
     def install(self) -> "StallDump":
+        hang.prepare_dumps()      # in this thread: the dump thread's first dump would import torch._dynamo
         self.handle = register_optimizer_step_post_hook(self._stepped)
         threads.start(self._run, "injob-stall-dump", stop=self.stopping.set)
         return self

@@ -20,6 +20,7 @@ cannot install the hook trains all the same.
 
 import atexit
 import faulthandler
+import importlib
 import json
 import os
 import pickle
@@ -42,10 +43,23 @@ def rank() -> str:
     return os.environ.get("RANK", str(os.getpid()))
 
 
+def prepare_dumps() -> None:
+    """torch's first Flight Recorder dump that holds entries imports torch._dynamo (and some 800 modules with it)
+    to symbolise the frames. Done first in the watcher's or the stall dump's thread, that import races the main
+    thread's own (DDP's constructor imports torch._dynamo too) and the job dies of an ImportError ("cannot import
+    name 'IndentedBuffer' from 'torch._inductor.utils'", seen on the sandbox). So it is done here, in the thread that
+    installs the hook, before any other thread can dump."""
+    try:
+        importlib.import_module("torch._dynamo")
+    except Exception:   # noqa: BLE001 - no torch, or one without it: its dumps import nothing of it either
+        pass
+
+
 def install() -> None:
     where = directory()
     if _installed or not where:
         return
+    prepare_dumps()
     try:
         os.makedirs(where, exist_ok=True)
         stack_file = open(os.path.join(where, f"stack.{rank()}.txt"), "w")
