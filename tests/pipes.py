@@ -1,8 +1,16 @@
 """A process's pipe read while it runs, each line with the wall-clock time it came: for tests that act on what a
-job says (its stall line, its step count) before it ends."""
+job says (its stall line, its step count) before it ends; and whether the records a stall's line announced are the
+ones on disk."""
 
+import os
 import threading
 import time
+
+
+def newer_than_stall(paths, said_at, after_s):
+    """Every file written for the stall whose line came at `said_at` (each rank dumps once no step came for `after_s`,
+    within a poll of the line): a record of an earlier stall is older than the stall's start by more than that."""
+    return all(os.stat(path).st_mtime > said_at - after_s + 0.5 for path in paths)
 
 
 class Lines:

@@ -22,7 +22,7 @@ from clustercheck.injob.options import parse_wrapper
 from clustercheck.injob.straggler import JOB, Episodes, judge_window
 from clustercheck.onnode.nodelib import JOB_HOOKS
 from clustercheck.onnode.sweep import kill_tagged
-from tests.pipes import Lines
+from tests.pipes import Lines, newer_than_stall
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tests", "data", "injob", "watch_train.py")
@@ -35,7 +35,7 @@ def stall_dumped(errors, folder, step, after_s):
     stall's start (a dump of an earlier stall is older by more than `after_s`)."""
     said = errors.said(f"no step for {after_s:g} s (after step {step}):")
     dumps = list(folder.glob("*/nccl_trace_rank_*"))
-    return said is not None and len(dumps) == 2 and all(d.stat().st_mtime > said - after_s + 0.5 for d in dumps)
+    return said is not None and len(dumps) == 2 and newer_than_stall(dumps, said, after_s)
 
 
 def numbers(step, forward=0.002, between=0.0005, best=None, last=100, host="n1"):
@@ -187,9 +187,9 @@ def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
 def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_the_ranks_wrote(tmp_path):
     """Through the wrapper, the recorder left unset as most jobs leave it: the check turns it on, rank 1 stops
     before its forward at step 30 (so before the step's all_reduce) and rank 0 waits in it. A set-up of 4 s before
-    the first step is a stall of its own, dumped and said; the step-29 stall's records replace its. `clustercheck stacks`
-    on the live job names rank 1, its node and the all_reduce from the ranks' own records; no step for 3 s: each
-    rank writes its record, and explain on the folder names the same, blaming no other rank."""
+    the first step is a stall of its own, dumped and said; the step-29 stall's records replace its.
+    `clustercheck stacks` on the live job names rank 1, its node and the all_reduce from the ranks' own records; no
+    step for 3 s: each rank writes its record, and explain on the folder names the same, blaming no other rank."""
     tag = f"CLUSTERCHECK_TEST_JOB={os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                CLUSTERCHECK_NODE="n1", WATCH_STEPS="200", WATCH_STOP_RANK="1", WATCH_STOP_AT="30", WATCH_STOP_S="120",
@@ -207,8 +207,8 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     folder = tmp_path / "flight-recorder"
     try:
         # the dumps of the stall at step 29: a set-up longer than 3 s (4 s here; on a loaded host the script's start
-        # and DDP's first broadcast alone may take that) is a stall too, dumped and said "after step 0": those
-        # records, older than the stall's by more than 3 s, are replaced by the stall's, which are waited for
+        # and DDP's first broadcast alone may take that) is a stall too, dumped and said: those records, older than
+        # the stall's by more than 3 s, are replaced by the stall's, which are waited for
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None and not stall_dumped(errors, folder, 29, 3.0):
             time.sleep(0.5)

@@ -19,9 +19,10 @@ pytestmark = pytest.mark.sandbox
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def launch(box, tmp_path, *args):
+def launch(box, tmp_path, *args, slots=None):
+    """`clustercheck launch` on the first three nodes (nodes.txt in tmp_path; `slots=N`: N ranks on each)."""
     nodes = tmp_path / "nodes.txt"
-    nodes.write_text("\n".join(node.name for node in box.nodes[:3]) + "\n")
+    nodes.write_text("".join(f"{node.name}{f' slots={slots}' if slots else ''}\n" for node in box.nodes[:3]))
     proc = subprocess.run([sys.executable, "-m", "clustercheck", "launch", str(nodes), "-F", box.ssh_config,
                            "--python", sys.executable, "--attempt-timeout", "2", *args],
                           capture_output=True, text=True, timeout=300)
