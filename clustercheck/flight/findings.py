@@ -30,7 +30,7 @@ REMEDIES = {
 def _where(dump: RankDump) -> str:
     entry = current(dump)
     if entry is None:
-        last = dump.entries[-1] if dump.entries else None
+        last = dump.last
         after = f" after {op_name(last)} #{last['collective_seq_id']} of {last['process_group'][1]}" if last else ""
         site = call_site(last) if last else ""
         return f"rank {dump.rank}: in no collective{after}{f' (called at {site})' if site else ''}"

@@ -1,24 +1,27 @@
 """The ranks' records matched by process group and sequence number, judged (pure: the dumps are read already):
 the first collective of each group that some ranks never entered, where every other rank waits, which rank stopped
 outside any collective; a collective called with another op, other sizes or dtypes at one sequence number (a
-desync), the odd ranks named against the majority; a collective every rank entered and none finished."""
+desync), the odd ranks named against the majority; a collective every rank entered and none finished. It reads
+each rank's entries as summary.py summarised them, per group: what was called at each sequence number."""
 
 from __future__ import annotations
 
 import json
-import operator
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from clustercheck.flight.formats import INPUTS_MAY_DIFFER, KNOWN_VERSIONS, OUTPUTS_MAY_DIFFER
+from clustercheck.flight.formats import INPUTS_MAY_DIFFER, OUTPUTS_MAY_DIFFER
 from clustercheck.flight.read import RankDump
+from clustercheck.flight.summary import GroupKey, Track
 
-GroupKey = Tuple[str, str]       # (pg name, desc) as every entry's process_group says
+
+def op_of(profiling_name: str) -> str:
+    """"all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1"."""
+    return profiling_name.split(":", 1)[-1].split(" ", 1)[0]
 
 
 def op_name(entry: Dict) -> str:
-    """"all_reduce" of "nccl:all_reduce", "send" of "nccl:send 0->1"."""
-    return entry["profiling_name"].split(":", 1)[-1].split(" ", 1)[0]
+    return op_of(entry["profiling_name"])
 
 
 def call_site(entry: Dict) -> str:
@@ -43,8 +46,9 @@ class Group:
     key: GroupKey
     members: Set[int]
     inferred: bool                    # no pg_config ranks (Gloo): the members are the ranks with entries in it
-    by_rank: Dict[int, Dict[int, List[Dict]]] = field(default_factory=dict)   # rank -> seq -> entries
+    by_rank: Dict[int, Track] = field(default_factory=dict)       # rank -> its collectives in this group
     last_seq: Dict[int, int] = field(default_factory=dict)
+    dumps: Dict[int, RankDump] = field(default_factory=dict)      # rank -> its dump, for an entry wanted whole
 
     @property
     def label(self) -> str:
@@ -76,49 +80,25 @@ def _configured(dumps: List[RankDump]) -> Dict[str, Set[int]]:
     return ranks
 
 
-def current_incarnation(entries: List[Dict], seq_key: str) -> List[Dict]:
-    """The entries of the group's last incarnation on this rank. A process group destroyed and made again under
-    the same name and description (the check inside the job's own, then the job's; an elastic restart) counts its
-    collectives from 1 again, in the same recorder: matched with the earlier one's, they would read as a desync.
-    A sequence number below the one before it starts a new incarnation."""
-    start, previous = 0, None
-    for index, entry in enumerate(entries):
-        if entry["is_p2p"]:
-            continue
-        seq = entry[seq_key]
-        if previous is not None and seq < previous:
-            start = index
-        previous = seq
-    return entries[start:] if start else entries
-
-
 def build_groups(dumps: List[RankDump]) -> Dict[GroupKey, Group]:
     configured = _configured(dumps)
     groups: Dict[GroupKey, Group] = {}
     world = {d.rank for d in dumps}
     for dump in dumps:
-        seq_key, rank = KNOWN_VERSIONS[dump.version].seq_key, dump.rank
-        by_pg: Dict[GroupKey, List[Dict]] = {}
-        for entry in dump.entries:
-            by_pg.setdefault(entry["process_group"], []).append(entry)
-        for key, entries in by_pg.items():
-            entries = current_incarnation(entries, seq_key)
+        rank = dump.rank
+        for key, track in dump.tracks.items():
             group = groups.get(key)
             if group is None:
                 members = configured.get(key[0])
                 group = groups[key] = Group(key, set(members or ()), members is None)
-            seqs: Dict[int, List[Dict]] = {}
-            for entry in entries:
-                if not entry["is_p2p"]:
-                    seqs.setdefault(entry[seq_key], []).append(entry)
-            if not seqs:
+            if not track.seqs:
                 continue
             if group.inferred:
                 group.members.add(rank)
-            group.by_rank[rank] = seqs
-            last = max(seqs)
-            status = dump.pg_status.get(str(entries[-1].get("pg_id", -1)))   # the recorder's own count: the ring
-            if status and "last_enqueued_collective" in status:              # buffer may have dropped entries
+            group.by_rank[rank], group.dumps[rank] = track, dump
+            last = track.seqs[-1]
+            status = dump.pg_status.get(str(track.pg_id))           # the recorder's own count: the ring
+            if status and "last_enqueued_collective" in status:     # buffer may have dropped entries
                 last = max(last, status["last_enqueued_collective"])
             group.last_seq[rank] = last
     for group in groups.values():
@@ -153,28 +133,27 @@ def incomplete(groups: Dict[GroupKey, Group], dumped: Set[int]) -> List[Incomple
         if first > top:
             continue
         entered = [r for r in ranks if last[r] >= first]
-        entries = [e for r in entered for e in group.by_rank.get(r, {}).get(first, [])]
-        op = op_name(entries[0]) if entries else "a collective"
+        at = [(track, track.at(first)) for track in map(group.by_rank.get, entered) if track is not None]
+        calls = [track.calls[i] for track, where in at for i in where]
+        op = op_of(calls[0][0]) if calls else "a collective"
         found.append(Incomplete(group, first, op, entered, [r for r in ranks if last[r] < first],
-                                sorted(group.members - dumped), min((e["time_created_ns"] for e in entries),
-                                                                    default=0)))
+                                sorted(group.members - dumped), min((track.times[i] for track, where in at
+                                                                     for i in where), default=0)))
     return sorted(found, key=lambda i: i.created_ns)
 
 
 def current(dump: RankDump) -> Optional[Dict]:
     """The collective this rank was in when it dumped (its last entry, not finished), else None."""
-    return dump.entries[-1] if dump.entries and pending(dump.entries[-1]) else None
+    return dump.last if dump.last is not None and pending(dump.last) else None
 
 
-_RAW = operator.itemgetter("profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
-
-
-def signature(entries: List[Dict]) -> Tuple:
+def signature(calls: List[Tuple]) -> Tuple:
+    """What the ranks of a collective must agree on, of the calls (summary.CALL) recorded at one sequence number."""
     out = []
-    for e in entries:
-        op = op_name(e)
-        out.append((op, None if op in INPUTS_MAY_DIFFER else e["input_sizes"],
-                    None if op in OUTPUTS_MAY_DIFFER else e["output_sizes"], e["input_dtypes"], e["output_dtypes"]))
+    for name, input_sizes, output_sizes, input_dtypes, output_dtypes in calls:
+        op = op_of(name)
+        out.append((op, None if op in INPUTS_MAY_DIFFER else input_sizes,
+                    None if op in OUTPUTS_MAY_DIFFER else output_sizes, input_dtypes, output_dtypes))
     return tuple(out)
 
 
@@ -186,33 +165,53 @@ class Mismatch:
     later: int                                     # mismatching sequence numbers after this one
 
 
+def _differing(mine: Track, base: Track, raw_base: Optional[Dict[int, List[Tuple]]]) -> Set[int]:
+    """The sequence numbers both ranks recorded whose calls differ as they are (op, sizes, dtypes); where both hold
+    one entry per number, none missing, the common run is compared at once."""
+    if mine.contiguous and base.contiguous:
+        low, high = max(mine.seqs[0], base.seqs[0]), min(mine.seqs[-1], base.seqs[-1])
+        if low > high:
+            return set()
+        ours = mine.calls[low - mine.seqs[0]: high - mine.seqs[0] + 1]
+        theirs = base.calls[low - base.seqs[0]: high - base.seqs[0] + 1]
+        if ours == theirs:
+            return set()
+        return {low + i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b}
+    raw_base = raw_base if raw_base is not None else base.by_seq()
+    return {seq for seq, calls in mine.by_seq().items() if seq in raw_base and calls != raw_base[seq]}
+
+
 def mismatches(groups: Dict[GroupKey, Group]) -> List[Mismatch]:
     """Per group, the first sequence number whose ranks' op, sizes or dtypes differ; the odd ranks against the
-    majority. One rank is the baseline; the others are compared with it entry by entry (cheap), and only a
-    sequence number that differs is grouped by what each rank called."""
+    majority. One rank is the baseline; the others are compared with it (cheap: a run of calls at once where it
+    can), and only a sequence number that differs is grouped by what each rank called."""
     found = []
     for group in groups.values():
         ranks = sorted(group.by_rank)
         if len(ranks) < 2:
             continue
         base = group.by_rank[ranks[0]]
-        raw_base = {seq: list(map(_RAW, entries)) for seq, entries in base.items()}
+        everyone_contiguous = all(group.by_rank[r].contiguous for r in ranks)
+        raw_base = None if everyone_contiguous else base.by_seq()
         bad: Set[int] = set()
         for rank in ranks[1:]:
-            for seq, entries in group.by_rank[rank].items():
-                theirs = raw_base.get(seq)    # the same op, sizes and dtypes as they are: equal, nothing to weigh
-                if theirs is not None and list(map(_RAW, entries)) != theirs \
-                        and signature(entries) != signature(base[seq]):
-                    bad.add(seq)
+            mine = group.by_rank[rank]
+            bad |= {seq for seq in _differing(mine, base, raw_base) if seq not in bad and
+                    signature(_calls_at(mine, seq)) != signature(_calls_at(base, seq))}
         if not bad:
             continue
         seq = min(bad)
-        kinds: Dict[str, Tuple[List[int], Dict]] = {}
+        kinds: Dict[str, Tuple[List[int], Tuple[int, int]]] = {}
         for rank in ranks:
-            entries = group.by_rank[rank].get(seq)
-            if entries:
-                kinds.setdefault(repr(signature(entries)), ([], entries[0]))[0].append(rank)
-        by_sig = sorted(((what, ranks_, entry) for what, (ranks_, entry) in kinds.items()),
-                        key=lambda k: (-len(k[1]), k[1]))
+            where = group.by_rank[rank].at(seq)
+            if where:
+                kinds.setdefault(repr(signature(_calls_at(group.by_rank[rank], seq))), ([], (rank, where[0])))[0] \
+                    .append(rank)
+        by_sig = sorted(((what, ranks_, group.dumps[rank].collective(group.key, index))
+                         for what, (ranks_, (rank, index)) in kinds.items()), key=lambda k: (-len(k[1]), k[1]))
         found.append(Mismatch(group, seq, by_sig, len(bad) - 1))
     return found
+
+
+def _calls_at(track: Track, seq: int) -> List[Tuple]:
+    return [track.calls[i] for i in track.at(seq)]

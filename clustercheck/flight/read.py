@@ -6,6 +6,10 @@ What cannot be judged is said with the file, one line each: a dump cut short or 
 a recorder version this code does not know, a rank its name does not give, and dumps of two jobs in one directory
 (their recorder versions, process groups or world sizes differ, two files claim one rank, or their records lie
 further apart in time than any collective waits).
+
+Each dump is summarised as it is read (summary.py: per process group, what was called at each sequence number),
+so that its entries need not be kept. read_dumps can read them in a pool of worker processes (`workers`); a worker
+reads with the same unpickler and hands back only what it built from the dump's plain values.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ from __future__ import annotations
 import gc
 import io
 import json
+import multiprocessing
 import os
 import pickle
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from clustercheck.flight.formats import (DUMP_KEYS, ENTRY_KEYS, KNOWN_VERSIONS, MAX_DUMP_BYTES, SUFFIXES)
+from clustercheck.flight.summary import GroupKey, Track, from_call, pick, tracks_of, whole
 
 _JSON_HEAD = re.compile(rb'^\s*\{\s*"(?:comm_lib_version|entries|nccl_version|nccl_comm_state)"\s*:')
 _RANK = re.compile(r"(\d+)$")
+FILES_PER_WORKER = 16        # fewer files than this per worker are read here: a pool's start would cost more
 _SAFE_GLOBALS = frozenset(("builtins", name) for name in
                           ("dict", "list", "tuple", "set", "frozenset", "str", "int", "float", "bool", "bytes"))
 
@@ -50,22 +57,43 @@ def form_of(head: bytes) -> str:
 
 @dataclass
 class RankDump:
+    """One rank's dump as the judge reads it: its entries summarised per process group (`tracks`), its first and
+    last entries whole."""
     path: str
     rank: int
     form: str
     version: str
     pg_config: Dict
     pg_status: Dict
-    entries: List[Dict]
+    count: int                          # entries
+    first: Optional[Dict]
+    last: Optional[Dict]
+    timeout_ns: int                     # the longest wait of its last 50 entries
+    tracks: Dict[GroupKey, Track]
     comm_lib: str = ""
+    held: Optional[List[Dict]] = None   # its entries, where they came in memory (a live rank's answer)
 
     @property
     def span_ns(self) -> Tuple[int, int]:
-        return (self.entries[0]["time_created_ns"], self.entries[-1]["time_created_ns"]) if self.entries else (0, 0)
+        return (self.first["time_created_ns"], self.last["time_created_ns"]) if self.count else (0, 0)
 
-    @property
-    def timeout_ns(self) -> int:
-        return max((e.get("timeout_ms") or 0 for e in self.entries[-50:]), default=0) * 1_000_000
+    def collective(self, key: GroupKey, index: int) -> Dict:
+        """The entry at `index` of the group's Track, whole (with its frames): from the entries held, else read
+        again from the file; made from the Track alone where the file no longer says the same."""
+        track, seq_key = self.tracks[key], KNOWN_VERSIONS[self.version].seq_key
+        entries = self.held
+        if entries is None:
+            try:
+                entries = _load(self.path, self.form).get("entries")
+            except (Unreadable, OSError, AttributeError):
+                entries = None
+        found = None
+        if isinstance(entries, list):
+            try:
+                found = pick(entries, self.form, seq_key, key, track, index)
+            except (KeyError, TypeError, AttributeError):
+                found = None
+        return found or from_call(track.calls[index], seq_key, track.seqs[index], track.times[index])
 
 
 @dataclass
@@ -93,7 +121,8 @@ def _load(path: str, form: str) -> Dict:
     try:
         if form == "json":
             return json.loads(data)
-        return PlainUnpickler(io.BytesIO(data)).load()
+        # buffered: the C unpickler reads a BytesIO a few bytes a call, a buffered reader by peeking (4x faster)
+        return PlainUnpickler(io.BufferedReader(io.BytesIO(data))).load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
             MemoryError, RecursionError, UnicodeDecodeError) as exc:
         what = "the pickle" if form == "pickle" else "the JSON"
@@ -112,9 +141,10 @@ def read_dump(path: str, form: str) -> RankDump:
     return dump_of(_load(path, form), path, rank, form)
 
 
-def dump_of(doc, where: str, rank: int, form: str) -> RankDump:
+def dump_of(doc, where: str, rank: int, form: str, hold: bool = False) -> RankDump:
     """One rank's dump from its document as loaded (a file's, or what a rank's hook answered `clustercheck stacks`
-    with, in the JSON form's shapes); Unreadable naming what is wrong with it."""
+    with, in the JSON form's shapes), its entries summarised, and held where `hold`; Unreadable naming what is wrong
+    with it."""
     if not isinstance(doc, dict) or any(key not in doc for key in DUMP_KEYS):
         raise Unreadable("not a Flight Recorder dump (no version and entries)")
     version = str(doc["version"])
@@ -127,15 +157,19 @@ def dump_of(doc, where: str, rank: int, form: str) -> RankDump:
     if not isinstance(entries, list) or any(not isinstance(e, dict) or any(k not in e for k in needed)
                                             for e in entries[:1] + entries[-1:]):
         raise Unreadable(f"entries without the fields of version {version}")
-    if form == "json":
-        for entry in entries:
-            entry["process_group"] = tuple(entry["process_group"])
+    try:
+        tracks = tracks_of(entries, form, known.seq_key)
+        timeout_ms = max((e.get("timeout_ms") or 0 for e in entries[-50:]), default=0)
+    except (KeyError, TypeError, AttributeError):
+        raise Unreadable(f"entries without the fields of version {version}") from None
     try:
         status = _as_ints(doc.get("pg_status") or {})
     except (TypeError, ValueError, AttributeError):
         raise Unreadable("its pg_status is not numbers") from None
-    return RankDump(where, rank, form, version, doc.get("pg_config") or {}, status, entries,
-                    str(doc.get("comm_lib_version") or doc.get("nccl_version") or ""))
+    first, last = (whole(entries[0], form), whole(entries[-1], form)) if entries else (None, None)
+    return RankDump(where, rank, form, version, doc.get("pg_config") or {}, status, len(entries), first, last,
+                    timeout_ms * 1_000_000, tracks, str(doc.get("comm_lib_version") or doc.get("nccl_version") or ""),
+                    entries if hold else None)
 
 
 def _config_key(dump: RankDump) -> Tuple:
@@ -145,7 +179,7 @@ def _config_key(dump: RankDump) -> Tuple:
 
 
 def _record_key(dump: RankDump) -> Tuple:
-    ends = dump.entries[:1] + dump.entries[-1:]
+    ends = [dump.first, dump.last] if dump.count else []
     return tuple((e["record_id"], e["time_created_ns"]) for e in ends)
 
 
@@ -175,7 +209,7 @@ def one_job(dumps: List[RankDump]) -> Tuple[List[RankDump], List[Tuple[str, str]
         odd += [(d.path, f"another job's dump: rank {rank} is also {claims[0].path}") for d in claims[1:]
                 if d not in same]
     kept = sorted((claims[0] for claims in by_rank.values()), key=lambda d: d.rank)
-    spans = sorted((d for d in kept if d.entries), key=lambda d: d.span_ns[0])
+    spans = sorted((d for d in kept if d.count), key=lambda d: d.span_ns[0])
     wait_ns = max((d.timeout_ns for d in kept), default=0) or 30 * 60 * 10 ** 9
     clusters: List[List[RankDump]] = []
     for dump in spans:      # records of one job overlap in time, or lie within one collective's wait of each other
@@ -188,7 +222,7 @@ def one_job(dumps: List[RankDump]) -> Tuple[List[RankDump], List[Tuple[str, str]
         odd += [(d.path, "another job's dump: its records lie hours apart from the other "
                          f"{len(best)} dump(s)' (more than the {wait_ns / 6e10:.0f} min a collective waits)")
                 for cluster in clusters if cluster is not best for d in cluster]
-        kept = [d for d in kept if d in best or not d.entries]
+        kept = [d for d in kept if d in best or not d.count]
     return kept, odd
 
 
@@ -200,40 +234,68 @@ def from_answers(answers: List[Tuple[str, int, Dict]]) -> FlightRead:
             result.unreadable.append((where, f"its record could not be read on the node: {doc['problem']}"))
             continue
         try:
-            dumps.append(dump_of(doc, where, rank, "json"))
+            dumps.append(dump_of(doc, where, rank, "json", hold=True))
         except Unreadable as why:
             result.unreadable.append((where, str(why)))
     result.dumps, result.other_job = one_job(dumps)
     return result
 
 
-def read_dumps(paths: List[str]) -> FlightRead:
+def read_dumps(paths: List[str], workers: Optional[int] = 1) -> FlightRead:
     """Every dump among the files (each path a file torch's recorder wrote), one job's kept. Where one folder holds
-    a rank's two forms (`<prefix>3` and `<prefix>3.json`), the JSON is read and the pickle is not."""
+    a rank's two forms (`<prefix>3` and `<prefix>3.json`), the JSON is read and the pickle is not. `workers`: how
+    many processes read them (at most one per FILES_PER_WORKER files; None: os.cpu_count(); 1, the default: this
+    one, since a pool measured slower here: docs/performance.md, issue 50)."""
+    result = FlightRead()
+    names, todo = set(paths), []
+    for path in paths:
+        if path + ".json" in names:
+            result.notes.append(f"{path}: its JSON form beside it is read instead")
+        else:
+            todo.append(path)
+    count = min((os.cpu_count() or 1) if workers is None else workers, len(todo) // FILES_PER_WORKER)
     enabled = gc.isenabled()
-    gc.disable()         # millions of small containers, none of them cyclic: the collector would only slow this
+    gc.disable()         # the summaries coming back are many small containers, none cyclic: no collection needed
     try:
-        return _read_dumps(paths)
+        outcomes = _pooled(todo, count) if count > 1 else None
+        if outcomes is None:
+            outcomes = [read_file(path) for path in todo]
+    finally:
+        if enabled:
+            gc.enable()
+    dumps: List[RankDump] = []
+    for outcome in outcomes:
+        if isinstance(outcome, RankDump):
+            dumps.append(outcome)
+        else:
+            result.unreadable.append(outcome)
+    result.dumps, result.other_job = one_job(dumps)
+    return result
+
+
+def read_file(path: str) -> Union[RankDump, Tuple[str, str]]:
+    """One file's dump, else (the file, why it cannot be judged)."""
+    enabled = gc.isenabled()
+    gc.disable()         # a dump is 100,000 small containers, none of them cyclic: the collector would only slow this
+    try:
+        with open(path, "rb") as handle:
+            form = form_of(handle.read(16))
+        return read_dump(path, form or "json")
+    except Unreadable as why:
+        return path, str(why)
+    except OSError as exc:
+        return path, f"cannot be read ({exc.strerror})"
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_dumps(paths: List[str]) -> FlightRead:
-    result = FlightRead()
-    dumps: List[RankDump] = []
-    names = set(paths)
-    for path in paths:
-        if path + ".json" in names:
-            result.notes.append(f"{path}: its JSON form beside it is read instead")
-            continue
-        try:
-            with open(path, "rb") as handle:
-                form = form_of(handle.read(16))
-            dumps.append(read_dump(path, form or "json"))
-        except Unreadable as why:
-            result.unreadable.append((path, str(why)))
-        except OSError as exc:
-            result.unreadable.append((path, f"cannot be read ({exc.strerror})"))
-    result.dumps, result.other_job = one_job(dumps)
-    return result
+def _pooled(paths: List[str], count: int) -> Optional[List[Union[RankDump, Tuple[str, str]]]]:
+    """read_file of each path in `count` worker processes, in order; None where no pool can be started here (no
+    semaphores, no processes left): the caller reads them itself."""
+    try:
+        pool = multiprocessing.get_context().Pool(count)
+    except (OSError, ImportError, ValueError):
+        return None
+    with pool:
+        return pool.map(read_file, paths, chunksize=max(1, len(paths) // (count * 8)))
