@@ -84,6 +84,21 @@ def test_a_rank_or_a_job_slower_by_less_than_a_busy_hosts_scheduling_delay_is_no
     assert slow.rank == 1 and slow.slowdown == pytest.approx(1.48, rel=0.01)
 
 
+def test_a_rank_within_its_peers_own_spread_is_not_named_and_one_far_out_of_it_is():
+    """Seen on the sandbox (6 ranks on 2 cores, a CPU quota on another node's ranks): a healthy rank whose forward
+    was 1.36x its peers' median for two windows named as a straggler, while its peers' forwards drifted as far
+    among themselves. Beyond the ratio a rank must stand out of its peers' own spread; a rank slowed for real is
+    many spreads out and still named."""
+    forwards = [0.030, 0.037, 0.026, 0.038, 0.029]
+    window = {r: numbers(0.050, forward=f, best=0.040, host=f"n{r // 2 + 1}") for r, f in enumerate(forwards)}
+    window[5] = numbers(0.050, forward=0.0432, best=0.040, host="n3")     # the job 1.36x slower for its 13 ms
+    assert judge_window(window, 1.3) == []
+    window = {r: dict(n, step_s=0.250) for r, n in window.items()}     # they all wait for rank 5 now
+    window[5]["forward_s"] = 0.221
+    [slow] = judge_window(window, 1.3)
+    assert (slow.rank, slow.host) == (5, "n3") and slow.how.startswith("computing slower")
+
+
 def test_an_episode_is_said_once_when_sustained_and_once_when_it_ends():
     episodes = Episodes(windows=2)
     slow = judge_window({0: numbers(0.01), 1: numbers(0.02)}, 1.3)
@@ -225,7 +240,11 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         for left in glob.glob(f"{JOB_HOOKS}/127.0.0.1-{port}-*"):   # the killed ranks' hook files
             shutil.rmtree(left, ignore_errors=True)
     stacks = json.loads(live.stdout)
-    [said] = [f for f in stacks["flight_recorder"]["findings"] if f["check"] == "flight.missing"]
+    named = [f for f in stacks["flight_recorder"]["findings"] if f["check"] == "flight.missing"]
+    assert len(named) == 1, (f"stacks on the live job said {json.dumps(stacks['flight_recorder'])[:2500]}; "
+                             f"the ranks' stacks {json.dumps(stacks.get('ranks', stacks.get('nodes')))[:1500]}; "
+                             f"the job's stderr ends {err[-2500:]}")
+    said = named[0]
     # the node as the inventory names it (the local machine, when no inventory is given)
     assert said["summary"].startswith("rank(s) 1 on localhost never entered all_reduce #"), said["summary"]
     assert said["nodes"] == ["localhost"] and stacks["flight_recorder"]["stopped"] == [1]
