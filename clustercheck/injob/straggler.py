@@ -17,7 +17,8 @@ peers' by what the step lost; the others spend that time waiting inside the all-
 work (its forward and between-steps beyond its peers' medians) says how much faster the job would step without
 it: slowdown = step / (step - extra). Ranks that do not wait for each other (no collective per step) differ
 in step time itself: a rank whose steps take longer than its peers' median is named from step time alone, and
-the line says it cannot tell computing from waiting. A job whose every step is slower than its best while no
+the line says it cannot tell computing from waiting. Either way a rank's extra counts only where it stands out of
+its peers' own spread (SPREAD), so that a loaded host's drift names nobody. A job whose every step is slower than its best while no
 rank's own work is (the network, or one rank's backward, which cannot be told from waiting) is said without
 naming a rank.
 """
@@ -35,6 +36,13 @@ MAX_SLOWDOWN = 1000.0
 # for a window says nothing of the rank (seen: a clean job of 1 ms steps on a loaded 2-core host named a rank
 # 1.46x slower, 0.6 ms a step). A straggler worth a line costs more than that: 1.3x of a 100 ms step is 30 ms.
 NOISE_S = 0.005
+# A rank stands out of its peers only beyond this many of their own spread (the median absolute deviation of
+# their numbers from their median, scaled to a normal's sigma): on a loaded host every rank's forward drifts by
+# tens of percent as the scheduler shares the cores, and a healthy rank 1.36x its peers' median for two windows
+# was within that drift (seen on the sandbox: 6 ranks on 2 cores, a CPU quota on another node's ranks). A rank
+# slowed for real (a throttled node, a slow GPU) is many spreads out; peers that agree closely guard nothing.
+SPREAD = 3.0
+MAD_SIGMA = 1.4826
 
 
 @dataclass
@@ -52,6 +60,13 @@ def _median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
+def _beyond(mine: float, theirs: Sequence[float]) -> float:
+    """How far `mine` is above the median of `theirs`, or 0.0 where that is within their own spread."""
+    middle = _median(theirs)
+    spread = MAD_SIGMA * _median([abs(v - middle) for v in theirs]) if len(theirs) > 2 else 0.0
+    return mine - middle if mine - middle > SPREAD * spread else 0.0
+
+
 def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
     """The ranks (or the job) slower than `slower` over one window: {rank: that rank's numbers for it}."""
     ranks = sorted(window)
@@ -64,11 +79,12 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         peer_step = _median([p["step_s"] for p in peers])
         peer_forward = _median([p["forward_s"] for p in peers])
         peer_between = _median([p["between_s"] for p in peers])
-        extra_forward = max(0.0, me["forward_s"] - peer_forward)
-        extra_between = max(0.0, me["between_s"] - peer_between)
+        extra_forward = _beyond(me["forward_s"], [p["forward_s"] for p in peers])
+        extra_between = _beyond(me["between_s"], [p["between_s"] for p in peers])
         without = me["step_s"] - extra_forward - extra_between
         explained = min(MAX_SLOWDOWN, me["step_s"] / without) if without > 0 else MAX_SLOWDOWN
-        behind = me["step_s"] / peer_step if peer_step > 0 else 1.0
+        behind = ((peer_step + _beyond(me["step_s"], [p["step_s"] for p in peers])) / peer_step
+                  if peer_step > 0 else 1.0)
         if max(explained, behind) < slower:
             continue
         if me["step_s"] - (without if explained >= behind else peer_step) < NOISE_S:
