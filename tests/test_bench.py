@@ -1,7 +1,11 @@
 """bench without the sandbox: the nccl-tests table against real nccl-tests output, the
 bus-bandwidth factors against their formulas, and the judges on small stage results."""
 
+import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -21,7 +25,7 @@ from clustercheck.outputs.nccl_tests import (
     parse_table,
     time_cell,
 )
-from tests.conftest import clustercheck
+from tests.conftest import ROOT, clustercheck
 
 RECORDED = os.path.join(os.path.dirname(__file__), "data", "nccl-tests", "all_reduce_perf_gb200_nvl72.txt")
 
@@ -142,3 +146,24 @@ def test_bad_options_are_bad_input(args, needle):
     proc = clustercheck("bench", *args)
     assert proc.returncode == 64
     assert needle in proc.stderr
+
+
+def test_two_benches_on_one_machine_at_once_both_measure(tmp_path):
+    """Two checks of this machine at once (two users on one login node, or CI's two workers) each rendezvous on a
+    port of their own: both print their table and end READY; before, both took torchrun's 29400 and the second's
+    ranks failed to start ("the torchrun launch on localhost")."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    argv = [sys.executable, "-m", "clustercheck", "bench", "-b", "1M", "-e", "1M", "--pairwise", "off", "--json"]
+    procs = []
+    for _ in range(2):   # the second a few seconds later: the first ends while the second still measures
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                      cwd=tmp_path))
+        time.sleep(3)
+    try:
+        outputs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+        assert json.loads(out)["verdict"] == "OK", out[-3000:]
