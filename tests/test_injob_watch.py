@@ -213,9 +213,13 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         env.pop(name, None)
     port = free_port()
+    # the job's own copy of the script, matched by its path: another test's job that runs watch_train.py at the same
+    # time (the sandbox's, on the host's process table) is not this test's to judge
+    script = tmp_path / "watch_train.py"
+    shutil.copy(SCRIPT, script)
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "clustercheck.injob", "--budget", "6",
-            "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", SCRIPT]
+            "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", str(script)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
     errors, output = Lines(proc.stderr), Lines(proc.stdout)
@@ -228,7 +232,7 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         while time.monotonic() < deadline and proc.poll() is None and not stall_dumped(errors, folder, 29, 3.0):
             time.sleep(0.5)
         # the live job, asked as a user would at 2 a.m.: each rank's stack and its record, from its hook
-        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", "watch_train.py", "--json"],
+        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", re.escape(str(script)), "--json"],
                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     finally:
         # torchrun's workers run in sessions of their own: the job's every process goes, as the launch's sweep

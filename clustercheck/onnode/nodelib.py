@@ -290,6 +290,15 @@ def collect_env(args):
 JOB_HOOKS = "/tmp/clustercheck-hang"
 
 
+def job_key(env):
+    """Which job a rank is of, from the variables its launcher gave every rank at its start: MASTER_ADDR,
+    MASTER_PORT and the run's id ("" where the process is no rank of a launched job)."""
+    if not env.get("MASTER_ADDR") or not env.get("MASTER_PORT"):
+        return ""
+    run = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or ""
+    return "%s:%s%s" % (env["MASTER_ADDR"], env["MASTER_PORT"], " (run %s)" % run if run else "")
+
+
 def job_hook_directory(env):
     """Where the ranks of a job under clustercheck.injob answer `clustercheck stacks` (their hang hook, hang.py):
     named from the variables the launcher gave every rank at its start, which the stacks probe reads back from
