@@ -84,6 +84,15 @@ def test_a_rank_or_a_job_slower_by_less_than_a_busy_hosts_scheduling_delay_is_no
     assert slow.rank == 1 and slow.slowdown == pytest.approx(1.48, rel=0.01)
 
 
+def test_a_rank_whose_backward_grew_is_named_computing_slower_where_peers_wait_after_theirs():
+    window = {r: dict(numbers(0.060, best=0.020, host=f"n{r}"), backward_s=0.010) for r in range(4)}
+    window[3]["backward_s"] = 0.050
+    [slow] = judge_window(window, 1.3)
+    assert (slow.rank, slow.host) == (3, "n3") and slow.how.startswith("computing slower: its backward takes 5.0x")
+    no_backward = {r: numbers(0.060, best=0.020, host=f"n{r}") for r in range(4)}     # on a GPU: not timed
+    assert [s.rank for s in judge_window(no_backward, 1.3)] == [JOB]
+
+
 def test_a_rank_within_its_peers_own_spread_is_not_named_and_one_far_out_of_it_is():
     """Seen on the sandbox (6 ranks on 2 cores, a CPU quota on another node's ranks): a healthy rank whose forward
     was 1.36x its peers' median for two windows named as a straggler, while its peers' forwards drifted as far
@@ -181,6 +190,20 @@ def test_a_rank_slowed_mid_run_is_named_within_30_steps_once_with_the_check_its_
     assert (event["event"], event["rank"], event["node"]) == ("began", 1, "n1") and event["slowdown"] >= 1.3
     [markdown] = [p for p in tmp_path.iterdir() if p.suffix == ".md"]
     assert "## While training (--watch)" in markdown.read_text()
+
+
+def test_a_rank_whose_backward_is_slower_is_named_computing_not_the_ranks_waiting_for_it():
+    """Rank 1's backward does a layer's work 600 times more after step 60 (a throttled CPU there), its forward as
+    fast as ever: DDP's all-reduce waits for it after every rank's backward, so step time and forward name nobody,
+    and before, the line was "the job's steps are slower", no rank. The backward's compute, from the forward's end
+    to the model's last gradient, names rank 1 within 30 steps, and no other rank."""
+    code, out, err = job([SCRIPT], {"WATCH_ALONE": "1", "WATCH_STEPS": "200", "WATCH_EVERY": "10",
+                                    "WATCH_SLOW_RANK": "1", "WATCH_SLOW_AFTER": "60", "WATCH_SLOW_HOW": "backward",
+                                    "WATCH_SLOW_TIMES": "600"})
+    assert code == 0, err[-3000:]
+    named = NAMED.findall(err)
+    assert [n[0] for n in named] == ["1"] and 60 < int(named[0][4]) <= 90, err[-3000:]
+    assert "computing slower: its backward takes" in err, err[-3000:]
 
 
 def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
