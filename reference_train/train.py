@@ -125,7 +125,8 @@ def parse_args(argv=None):
 # from it, holding the group's lock; the group's destructor takes that lock holding the GIL. A group destroyed in that
 # moment (right after the last barrier, or by the collector at exit, where the DDP reducer's hold on it goes) deadlocks
 # the rank: seen as smoke's ranks that never ended after their summary, in ~ProcessGroupGloo under torch._dynamo's
-# atexit hook. So the last collective's tensors are let go first, with the GIL released, and the reducer before the group.
+# atexit hook. So the last collective's tensors are let go first, with the GIL released, and the reducer before the
+# group.
 SETTLE_S = 0.2
 
 

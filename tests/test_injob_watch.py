@@ -255,7 +255,8 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         while time.monotonic() < deadline and proc.poll() is None and not stall_dumped(errors, folder, 29, 3.0):
             time.sleep(0.5)
         # the live job, asked as a user would at 2 a.m.: each rank's stack and its record, from its hook
-        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", re.escape(str(script)), "--json"],
+        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", re.escape(str(script)),
+                               "--json"],
                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     finally:
         # torchrun's workers run in sessions of their own: the job's every process goes, as the launch's sweep

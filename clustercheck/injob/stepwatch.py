@@ -8,9 +8,10 @@ step, torch's global forward pre-hook, armed at the step and removed at the firs
 outermost module's forward hook), and, for a model on the CPU, one perf_counter read at each of its parameters'
 post-accumulate-grad hooks: the last of them ends the rank's backward compute, so that a rank whose backward is
 slower is told from those that only wait for it in the all-reduce (which DDP runs beside backward and waits for
-after it). On a GPU that host time is when kernels were launched, not run: backward is not timed there. Per window: one store set on every rank (one check and one multi_get more on
-rank 0). No collective on the job's stream, no device synchronisation: on a GPU the forward is timed with CUDA
-events, read once they have completed (query() does not wait). The push runs in a thread of its own.
+after it). On a GPU that host time is when kernels were launched, not run: backward is not timed there. Per
+window: one store set on every rank (one check and one multi_get more on rank 0). No collective on the job's
+stream, no device synchronisation: on a GPU the forward is timed with CUDA events, read once they have completed
+(query() does not wait). The push runs in a thread of its own.
 
 The step hook (torch.optim.optimizer.register_optimizer_step_post_hook) is global: it fires for every torch
 optimizer, so for DeepSpeed's engine and accelerate's wrapper, which step one. Several optimizers stepping in one
