@@ -123,6 +123,30 @@ def test_pairwise_names_a_slow_link_between_two_good_nodes():
     assert "n2 <-> n3" in finding.summary
 
 
+def three_pairs(speeds, confirm):
+    facts = pairs(speeds, confirm)
+    facts.nodes = facts.nodes[:3]
+    return facts
+
+
+def test_a_suspect_as_fast_as_the_pair_measured_beside_it_is_said_unsteady_not_named():
+    """Recorded on CI's loaded host (in-job check, 3 nodes): n1 <-> n2 fell from 1.063 to 0.512 GB/s between the
+    round robin and its confirmation, so n3's confirmation (0.637) was slow only next to the earlier figure."""
+    speeds = {("n1", "n2"): 1.063, ("n1", "n3"): 0.455, ("n2", "n3"): 0.325}
+    [finding] = pairwise_verdict(three_pairs(speeds, confirm=[(("n2", "n1"), 0.512), (("n3", "n1"), 0.637)]))
+    assert (finding.check, finding.status, finding.nodes) == ("bench.pairwise.unsteady", Status.WARN, [])
+    assert finding.summary.startswith("could not tell whether n3 is slow: n3 was slow with its partners in the "
+                                      "round robin (0.390 GB/s against 1.063 between the others)")
+    assert "reached 0.637 GB/s against 0.512 for the pair measured beside it" in finding.summary
+    assert "confirm n2 <-> n1: 0.512 GB/s" in finding.evidence
+
+
+def test_a_slow_node_among_three_is_named_when_its_confirmation_is_slow_beside_a_fast_pair():
+    speeds = {("n1", "n2"): 1.0, ("n1", "n3"): 0.3, ("n2", "n3"): 0.29}
+    [finding] = pairwise_verdict(three_pairs(speeds, confirm=[(("n2", "n1"), 0.95), (("n3", "n1"), 0.31)]))
+    assert (finding.check, finding.status, finding.nodes) == ("bench.pairwise.node", Status.FAIL, ["n3"])
+
+
 def test_wrong_data_fails_and_expected_bandwidth_is_quoted():
     row = {"event": "row", "collective": "all_reduce", "size": 2 ** 20, "count": 2 ** 18, "type": "float",
            "redop": "sum", "root": -1, "nranks": 2, "in_place": {"time_us": 1000.0, "wrong": 3}}
