@@ -21,6 +21,7 @@ repeat the losses of the steps after K.
 """
 
 import argparse
+import gc
 import os
 import resource
 import sys
@@ -118,6 +119,21 @@ def parse_args(argv=None):
                         help="comma-separated module names (those the model has are used)")
     parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # the deepspeed launcher's
     return parser.parse_args(argv)
+
+
+# Gloo's worker thread drops a finished collective's tensors (which takes the GIL) a moment after the caller returned
+# from it, holding the group's lock; the group's destructor takes that lock holding the GIL. A group destroyed in that
+# moment (right after the last barrier, or by the collector at exit, where the DDP reducer's hold on it goes) deadlocks
+# the rank: seen as smoke's ranks that never ended after their summary, in ~ProcessGroupGloo under torch._dynamo's
+# atexit hook. So the last collective's tensors are let go first, with the GIL released, and the reducer before the
+# group.
+SETTLE_S = 0.2
+
+
+def leave_group():
+    time.sleep(SETTLE_S)
+    gc.collect()
+    dist.destroy_process_group()
 
 
 def setup_distributed():
@@ -325,14 +341,16 @@ def main(argv=None):
     check_args(args)
     CALLBACKS.on_phase("joining the process group")
     device, backend = setup_distributed()
+    run = None
     try:
         run = Run(args, device, backend)
         run.train()
         log(run.summary())
         dist.barrier()
     finally:
+        run = None    # the model, and DDP's reducer that holds the group, go before the group (leave_group)
         if dist.is_initialized():
-            dist.destroy_process_group()
+            leave_group()
 
 
 if __name__ == "__main__":

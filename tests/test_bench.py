@@ -1,7 +1,11 @@
 """bench without the sandbox: the nccl-tests table against real nccl-tests output, the
 bus-bandwidth factors against their formulas, and the judges on small stage results."""
 
+import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -21,7 +25,7 @@ from clustercheck.outputs.nccl_tests import (
     parse_table,
     time_cell,
 )
-from tests.conftest import clustercheck
+from tests.conftest import ROOT, clustercheck
 
 RECORDED = os.path.join(os.path.dirname(__file__), "data", "nccl-tests", "all_reduce_perf_gb200_nvl72.txt")
 
@@ -119,6 +123,30 @@ def test_pairwise_names_a_slow_link_between_two_good_nodes():
     assert "n2 <-> n3" in finding.summary
 
 
+def three_pairs(speeds, confirm):
+    facts = pairs(speeds, confirm)
+    facts.nodes = facts.nodes[:3]
+    return facts
+
+
+def test_a_suspect_as_fast_as_the_pair_measured_beside_it_is_said_unsteady_not_named():
+    """Recorded on CI's loaded host (in-job check, 3 nodes): n1 <-> n2 fell from 1.063 to 0.512 GB/s between the
+    round robin and its confirmation, so n3's confirmation (0.637) was slow only next to the earlier figure."""
+    speeds = {("n1", "n2"): 1.063, ("n1", "n3"): 0.455, ("n2", "n3"): 0.325}
+    [finding] = pairwise_verdict(three_pairs(speeds, confirm=[(("n2", "n1"), 0.512), (("n3", "n1"), 0.637)]))
+    assert (finding.check, finding.status, finding.nodes) == ("bench.pairwise.unsteady", Status.WARN, [])
+    assert finding.summary.startswith("could not tell whether n3 is slow: n3 was slow with its partners in the "
+                                      "round robin (0.390 GB/s against 1.063 between the others)")
+    assert "reached 0.637 GB/s against 0.512 for the pair measured beside it" in finding.summary
+    assert "confirm n2 <-> n1: 0.512 GB/s" in finding.evidence
+
+
+def test_a_slow_node_among_three_is_named_when_its_confirmation_is_slow_beside_a_fast_pair():
+    speeds = {("n1", "n2"): 1.0, ("n1", "n3"): 0.3, ("n2", "n3"): 0.29}
+    [finding] = pairwise_verdict(three_pairs(speeds, confirm=[(("n2", "n1"), 0.95), (("n3", "n1"), 0.31)]))
+    assert (finding.check, finding.status, finding.nodes) == ("bench.pairwise.node", Status.FAIL, ["n3"])
+
+
 def test_wrong_data_fails_and_expected_bandwidth_is_quoted():
     row = {"event": "row", "collective": "all_reduce", "size": 2 ** 20, "count": 2 ** 18, "type": "float",
            "redop": "sum", "root": -1, "nranks": 2, "in_place": {"time_us": 1000.0, "wrong": 3}}
@@ -142,3 +170,24 @@ def test_bad_options_are_bad_input(args, needle):
     proc = clustercheck("bench", *args)
     assert proc.returncode == 64
     assert needle in proc.stderr
+
+
+def test_two_benches_on_one_machine_at_once_both_measure(tmp_path):
+    """Two checks of this machine at once (two users on one login node, or CI's two workers) each rendezvous on a
+    port of their own: both print their table and end READY; before, both took torchrun's 29400 and the second's
+    ranks failed to start ("the torchrun launch on localhost")."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    argv = [sys.executable, "-m", "clustercheck", "bench", "-b", "1M", "-e", "1M", "--pairwise", "off", "--json"]
+    procs = []
+    for _ in range(2):   # the second a few seconds later: the first ends while the second still measures
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                      cwd=tmp_path))
+        time.sleep(3)
+    try:
+        outputs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, err[-3000:]
+        assert json.loads(out)["verdict"] == "OK", out[-3000:]

@@ -84,6 +84,30 @@ def test_a_rank_or_a_job_slower_by_less_than_a_busy_hosts_scheduling_delay_is_no
     assert slow.rank == 1 and slow.slowdown == pytest.approx(1.48, rel=0.01)
 
 
+def test_a_rank_whose_backward_grew_is_named_computing_slower_where_peers_wait_after_theirs():
+    window = {r: dict(numbers(0.060, best=0.020, host=f"n{r}"), backward_s=0.010) for r in range(4)}
+    window[3]["backward_s"] = 0.050
+    [slow] = judge_window(window, 1.3)
+    assert (slow.rank, slow.host) == (3, "n3") and slow.how.startswith("computing slower: its backward takes 5.0x")
+    no_backward = {r: numbers(0.060, best=0.020, host=f"n{r}") for r in range(4)}     # on a GPU: not timed
+    assert [s.rank for s in judge_window(no_backward, 1.3)] == [JOB]
+
+
+def test_a_rank_within_its_peers_own_spread_is_not_named_and_one_far_out_of_it_is():
+    """Seen on the sandbox (6 ranks on 2 cores, a CPU quota on another node's ranks): a healthy rank whose forward
+    was 1.36x its peers' median for two windows named as a straggler, while its peers' forwards drifted as far
+    among themselves. Beyond the ratio a rank must stand out of its peers' own spread; a rank slowed for real is
+    many spreads out and still named."""
+    forwards = [0.030, 0.037, 0.026, 0.038, 0.029]
+    window = {r: numbers(0.050, forward=f, best=0.040, host=f"n{r // 2 + 1}") for r, f in enumerate(forwards)}
+    window[5] = numbers(0.050, forward=0.0432, best=0.040, host="n3")     # the job 1.36x slower for its 13 ms
+    assert judge_window(window, 1.3) == []
+    window = {r: dict(n, step_s=0.250) for r, n in window.items()}     # they all wait for rank 5 now
+    window[5]["forward_s"] = 0.221
+    [slow] = judge_window(window, 1.3)
+    assert (slow.rank, slow.host) == (5, "n3") and slow.how.startswith("computing slower")
+
+
 def test_an_episode_is_said_once_when_sustained_and_once_when_it_ends():
     episodes = Episodes(windows=2)
     slow = judge_window({0: numbers(0.01), 1: numbers(0.02)}, 1.3)
@@ -168,6 +192,20 @@ def test_a_rank_slowed_mid_run_is_named_within_30_steps_once_with_the_check_its_
     assert "## While training (--watch)" in markdown.read_text()
 
 
+def test_a_rank_whose_backward_is_slower_is_named_computing_not_the_ranks_waiting_for_it():
+    """Rank 1's backward does a layer's work 600 times more after step 60 (a throttled CPU there), its forward as
+    fast as ever: DDP's all-reduce waits for it after every rank's backward, so step time and forward name nobody,
+    and before, the line was "the job's steps are slower", no rank. The backward's compute, from the forward's end
+    to the model's last gradient, names rank 1 within 30 steps, and no other rank."""
+    code, out, err = job([SCRIPT], {"WATCH_ALONE": "1", "WATCH_STEPS": "200", "WATCH_EVERY": "10",
+                                    "WATCH_SLOW_RANK": "1", "WATCH_SLOW_AFTER": "60", "WATCH_SLOW_HOW": "backward",
+                                    "WATCH_SLOW_TIMES": "600"})
+    assert code == 0, err[-3000:]
+    named = NAMED.findall(err)
+    assert [n[0] for n in named] == ["1"] and 60 < int(named[0][4]) <= 90, err[-3000:]
+    assert "computing slower: its backward takes" in err, err[-3000:]
+
+
 def test_a_rank_computing_slower_stops_the_job_under_watch_on_slow_stop():
     """Rank 1's forward does its layers' work 300 times more after step 60 (some 20 ms a step, well above a busy
     host's scheduling delays: NOISE_S): named as computing slower, and every
@@ -198,9 +236,13 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         env.pop(name, None)
     port = free_port()
+    # the job's own copy of the script, matched by its path: another test's job that runs watch_train.py at the same
+    # time (the sandbox's, on the host's process table) is not this test's to judge
+    script = tmp_path / "watch_train.py"
+    shutil.copy(SCRIPT, script)
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "clustercheck.injob", "--budget", "6",
-            "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", SCRIPT]
+            "--quiet", "--on-fail", "warn", "--reports-dir", str(tmp_path), "--stall-dump", "3", "--", str(script)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
     errors, output = Lines(proc.stderr), Lines(proc.stdout)
@@ -213,7 +255,8 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         while time.monotonic() < deadline and proc.poll() is None and not stall_dumped(errors, folder, 29, 3.0):
             time.sleep(0.5)
         # the live job, asked as a user would at 2 a.m.: each rank's stack and its record, from its hook
-        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", "watch_train.py", "--json"],
+        live = subprocess.run([sys.executable, "-m", "clustercheck", "stacks", "--match", re.escape(str(script)),
+                               "--json"],
                               capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     finally:
         # torchrun's workers run in sessions of their own: the job's every process goes, as the launch's sweep
@@ -225,7 +268,11 @@ def test_a_rank_stopped_before_the_steps_all_reduce_is_named_from_the_records_th
         for left in glob.glob(f"{JOB_HOOKS}/127.0.0.1-{port}-*"):   # the killed ranks' hook files
             shutil.rmtree(left, ignore_errors=True)
     stacks = json.loads(live.stdout)
-    [said] = [f for f in stacks["flight_recorder"]["findings"] if f["check"] == "flight.missing"]
+    named = [f for f in stacks["flight_recorder"]["findings"] if f["check"] == "flight.missing"]
+    assert len(named) == 1, (f"stacks on the live job said {json.dumps(stacks['flight_recorder'])[:2500]}; "
+                             f"the ranks' stacks {json.dumps(stacks.get('ranks', stacks.get('nodes')))[:1500]}; "
+                             f"the job's stderr ends {err[-2500:]}")
+    said = named[0]
     # the node as the inventory names it (the local machine, when no inventory is given)
     assert said["summary"].startswith("rank(s) 1 on localhost never entered all_reduce #"), said["summary"]
     assert said["nodes"] == ["localhost"] and stacks["flight_recorder"]["stopped"] == [1]

@@ -182,3 +182,21 @@ def test_a_stalled_runs_hang_evidence_carries_what_the_ranks_flight_recorder_rec
                for line in evidence), evidence
     cause = classify({"n1": NodeRun("n1"), "n2": NodeRun("n2")}, 600, stalled_s=31.0, forensics=forensics)
     assert cause.kind == "hang" and cause.nodes == ["n2"] and "never called this collective" in cause.remedy
+
+
+def test_two_jobs_on_one_node_are_each_judged_on_their_own_ranks_records():
+    """`clustercheck stacks --match train.py` on a node that runs two jobs (two users', or two of CI's tests): both
+    have ranks 0 to 3, and judged as one, their records read as two jobs' and named nothing (seen in CI: a test's
+    job beside the sandbox's). Each job is judged on its own ranks, and each finding says which job: here both
+    jobs hang the same way (the real records of hang-world, rank 2 never entered all_reduce #8)."""
+    records = {int(os.path.basename(p).split("_")[-1].split(".")[0]): json.load(open(p))
+               for p in glob.glob(os.path.join(os.path.dirname(DATA), "flight-recorder", "hang-world", "json", "*"))}
+    jobs = {"10.0.0.1:29500": "n1", "10.0.0.9:29511 (run 7)": "n2"}
+    stacks = [ProcessStack(node=node, pid=1000 * k + r, rank=r, state="S", state_text="sleeping", frames=list(WAIT),
+                           flight=records[r], job=job) for k, (job, node) in enumerate(jobs.items(), 1)
+              for r in sorted(records)]
+    forensics = judge_stacks(stacks, {})
+    missing = sorted(f.summary for f in forensics.flight if f.check == "flight.missing")
+    assert len(missing) == 2, forensics.flight
+    for summary, (job, node) in zip(missing, jobs.items()):
+        assert summary.startswith(f"the job at {job}: rank(s) 2 on {node} never entered all_reduce #8"), summary

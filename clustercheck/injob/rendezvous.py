@@ -24,6 +24,7 @@ from clustercheck.injob.launcher import JobEnv
 
 PREFIX = "clustercheck-injob"
 POLL_S = 0.2
+SETTLE_S = 0.2   # see leave()
 _calls = [0]      # checks run in this process: each gets keys of its own (every rank makes the same calls)
 
 
@@ -143,6 +144,7 @@ def leave(joined: Optional[Joined]) -> None:
     if joined is None or not joined.made_group:
         return
     if dist.is_initialized():
+        time.sleep(SETTLE_S)   # Gloo's workers let the last collective's tensors go first (onnode/bench_worker.py)
         dist.destroy_process_group()
     joined.store = None
     if joined.backend == "nccl":

@@ -5,9 +5,13 @@ report, the Pushgateway when asked, and under `--watch-on-slow stop` every rank 
 
 What runs on the job's path, per step: a few perf_counter reads and list appends at three hooks (the optimizer's
 step, torch's global forward pre-hook, armed at the step and removed at the first forward after it, and the
-outermost module's forward hook). Per window: one store set on every rank (one check and one multi_get more on
-rank 0). No collective on the job's stream, no device synchronisation: on a GPU the forward is timed with CUDA
-events, read once they have completed (query() does not wait). The push runs in a thread of its own.
+outermost module's forward hook), and, for a model on the CPU, one perf_counter read at each of its parameters'
+post-accumulate-grad hooks: the last of them ends the rank's backward compute, so that a rank whose backward is
+slower is told from those that only wait for it in the all-reduce (which DDP runs beside backward and waits for
+after it). On a GPU that host time is when kernels were launched, not run: backward is not timed there. Per
+window: one store set on every rank (one check and one multi_get more on rank 0). No collective on the job's
+stream, no device synchronisation: on a GPU the forward is timed with CUDA events, read once they have completed
+(query() does not wait). The push runs in a thread of its own.
 
 The step hook (torch.optim.optimizer.register_optimizer_step_post_hook) is global: it fires for every torch
 optimizer, so for DeepSpeed's engine and accelerate's wrapper, which step one. Several optimizers stepping in one
@@ -61,10 +65,13 @@ class Watch:
         self.forward_since_step = False
         self.seen_forward = False
         self.forward_started: Optional[float] = None
+        self.forward_ended_at: Optional[float] = None   # host time, a model on the CPU only
+        self.last_grad_at: Optional[float] = None       # its last parameter's gradient this step
         self.gpu_pending: Deque[Tuple[Any, Any]] = deque()
         self.periods: List[float] = []
         self.forwards: List[float] = []
         self.betweens: List[float] = []
+        self.backwards: List[float] = []
         self.best_step_s = float("inf")
         self.recent: Deque[Dict] = deque(maxlen=KEPT_WINDOWS)
         self.store: Any = None
@@ -105,6 +112,10 @@ class Watch:
         now = time.perf_counter()
         if self.last_step_at is not None:
             self.periods.append(now - self.last_step_at)
+        if self.forward_ended_at is not None and self.last_grad_at is not None \
+                and self.last_grad_at > self.forward_ended_at:
+            self.backwards.append(self.last_grad_at - self.forward_ended_at)
+        self.forward_ended_at = self.last_grad_at = None
         self.last_step_at = now
         self.forward_since_step = False
         self.steps += 1
@@ -128,6 +139,9 @@ class Watch:
         if module not in self.timed:
             self.timed[module] = torch.cuda.is_available() and torch.cuda.is_initialized() and _on_gpu(module)
             self.handles.append(module.register_forward_hook(self._forward_done))
+            if not self.timed[module]:
+                self.handles += [p.register_post_accumulate_grad_hook(self._grad_ready)
+                                 for p in module.parameters() if p.requires_grad]
         self.top = module
         if self.timed[module]:
             start = torch.cuda.Event(enable_timing=True)
@@ -135,6 +149,9 @@ class Watch:
             self.forward_started = start
         else:
             self.forward_started = now
+
+    def _grad_ready(self, parameter) -> None:
+        self.last_grad_at = time.perf_counter()
 
     def _forward_done(self, module, args, output) -> None:
         try:
@@ -147,7 +164,8 @@ class Watch:
             return                  # a later micro-batch's forward, or another module called at the top
         started, self.forward_started, self.top = self.forward_started, None, None
         if isinstance(started, float):
-            self.forwards.append(time.perf_counter() - started)
+            self.forward_ended_at = time.perf_counter()
+            self.forwards.append(self.forward_ended_at - started)
         else:
             end = torch.cuda.Event(enable_timing=True)
             end.record()
@@ -172,11 +190,12 @@ class Watch:
             numbers = {"window": self.steps // self.every, "last_step": self.steps, "host": self.host,
                        "step_s": statistics.median(self.periods),
                        "forward_s": statistics.median(self.forwards) if self.forwards else 0.0,
-                       "between_s": statistics.median(self.betweens) if self.betweens else 0.0}
+                       "between_s": statistics.median(self.betweens) if self.betweens else 0.0,
+                       "backward_s": statistics.median(self.backwards) if self.backwards else 0.0}
             self.best_step_s = min(self.best_step_s, numbers["step_s"])
             numbers["best_step_s"] = self.best_step_s
             self.recent.append(numbers)
-        self.periods, self.forwards, self.betweens = [], [], []
+        self.periods, self.forwards, self.betweens, self.backwards = [], [], [], []
         if not self._attach():
             return                  # no process group (yet): nobody to compare with
         self.store.set(f"rank/{self.rank}", json.dumps({"rank": self.rank, "windows": list(self.recent)}))

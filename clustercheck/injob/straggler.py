@@ -6,9 +6,11 @@ What a rank times, with the host's clock at hooks (stepwatch.py), never a device
 - step_s: from one optimizer step to the next (everything);
 - forward_s: its model's forward (the outermost module called after the step; on a GPU, CUDA events on its
   stream, read once they completed); no collective runs there in data-parallel training;
-- between_s: from the optimizer's step to the next forward (data loading, the script's own work).
-backward_s is not timed apart: DDP's and DeepSpeed's gradient all-reduce overlaps it, so there a rank computing
-and a rank waiting for a peer look the same.
+- between_s: from the optimizer's step to the next forward (data loading, the script's own work);
+- backward_s (a model on the CPU only, else 0): from the forward's end to its last parameter's gradient, the
+  backward's compute. DDP's all-reduce runs beside it and is waited for after it, so a rank waiting for a peer
+  shows it after its backward, not in it. On a GPU the host sees only kernel launches: not timed, and a slower
+  backward there is the job's, named on no rank.
 
 How the slow rank is told from those that wait for it: in a job whose ranks meet in a collective every step,
 every rank's step takes as long as the slowest one's, so step time alone names nobody (or everybody). What
@@ -17,9 +19,10 @@ peers' by what the step lost; the others spend that time waiting inside the all-
 work (its forward and between-steps beyond its peers' medians) says how much faster the job would step without
 it: slowdown = step / (step - extra). Ranks that do not wait for each other (no collective per step) differ
 in step time itself: a rank whose steps take longer than its peers' median is named from step time alone, and
-the line says it cannot tell computing from waiting. A job whose every step is slower than its best while no
-rank's own work is (the network, or one rank's backward, which cannot be told from waiting) is said without
-naming a rank.
+the line says it cannot tell computing from waiting. Either way a rank's extra counts only where it stands out of
+its peers' own spread (SPREAD), so that a loaded host's drift names nobody. A job whose every step is slower than
+its best while no rank's own work is (the network, or on a GPU one rank's backward, which cannot be told from
+waiting there) is said without naming a rank.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ MAX_SLOWDOWN = 1000.0
 # for a window says nothing of the rank (seen: a clean job of 1 ms steps on a loaded 2-core host named a rank
 # 1.46x slower, 0.6 ms a step). A straggler worth a line costs more than that: 1.3x of a 100 ms step is 30 ms.
 NOISE_S = 0.005
+# A rank stands out of its peers only beyond this many of their own spread (the median absolute deviation of
+# their numbers from their median, scaled to a normal's sigma): on a loaded host every rank's forward drifts by
+# tens of percent as the scheduler shares the cores, and a healthy rank 1.36x its peers' median for two windows
+# was within that drift (seen on the sandbox: 6 ranks on 2 cores, a CPU quota on another node's ranks). A rank
+# slowed for real (a throttled node, a slow GPU) is many spreads out; peers that agree closely guard nothing.
+SPREAD = 3.0
+MAD_SIGMA = 1.4826
 
 
 @dataclass
@@ -52,6 +62,13 @@ def _median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
+def _beyond(mine: float, theirs: Sequence[float]) -> float:
+    """How far `mine` is above the median of `theirs`, or 0.0 where that is within their own spread."""
+    middle = _median(theirs)
+    spread = MAD_SIGMA * _median([abs(v - middle) for v in theirs]) if len(theirs) > 2 else 0.0
+    return mine - middle if mine - middle > SPREAD * spread else 0.0
+
+
 def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
     """The ranks (or the job) slower than `slower` over one window: {rank: that rank's numbers for it}."""
     ranks = sorted(window)
@@ -64,17 +81,25 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         peer_step = _median([p["step_s"] for p in peers])
         peer_forward = _median([p["forward_s"] for p in peers])
         peer_between = _median([p["between_s"] for p in peers])
-        extra_forward = max(0.0, me["forward_s"] - peer_forward)
-        extra_between = max(0.0, me["between_s"] - peer_between)
-        without = me["step_s"] - extra_forward - extra_between
+        peer_backward = _median([p.get("backward_s", 0.0) for p in peers])
+        extra_forward = _beyond(me["forward_s"], [p["forward_s"] for p in peers])
+        extra_between = _beyond(me["between_s"], [p["between_s"] for p in peers])
+        extra_backward = (_beyond(me.get("backward_s", 0.0), [p.get("backward_s", 0.0) for p in peers])
+                          if peer_backward > 0 else 0.0)
+        without = me["step_s"] - extra_forward - extra_between - extra_backward
         explained = min(MAX_SLOWDOWN, me["step_s"] / without) if without > 0 else MAX_SLOWDOWN
-        behind = me["step_s"] / peer_step if peer_step > 0 else 1.0
+        behind = ((peer_step + _beyond(me["step_s"], [p["step_s"] for p in peers])) / peer_step
+                  if peer_step > 0 else 1.0)
         if max(explained, behind) < slower:
             continue
         if me["step_s"] - (without if explained >= behind else peer_step) < NOISE_S:
             continue        # slower by less than a busy host's scheduling delays: nothing to name
         if explained >= behind:
-            if extra_forward >= extra_between:
+            if extra_backward > max(extra_forward, extra_between):
+                ratio = me["backward_s"] / peer_backward
+                how = (f"computing slower: its backward takes {ratio:.1f}x its peers' ({me['backward_s']:.3g} s vs "
+                       f"{peer_backward:.3g} s); the other ranks wait for it in collectives")
+            elif extra_forward >= extra_between:
                 ratio = me["forward_s"] / peer_forward if peer_forward > 0 else MAX_SLOWDOWN
                 how = (f"computing slower: its forward takes {ratio:.1f}x its peers' ({me['forward_s']:.3g} s vs "
                        f"{peer_forward:.3g} s); the other ranks wait for it in collectives")
@@ -93,8 +118,8 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
     best = _median([window[r]["best_step_s"] for r in ranks])
     if best > 0 and step / best >= slower and step - best >= NOISE_S:
         how = ("every rank's steps are slower than their best and no rank's own work (forward, between steps) is: "
-               "the time goes into backward or collectives (the network, or one rank's backward, which cannot be "
-               "told from waiting without the Flight Recorder)")
+               "the time goes into backward or collectives (the network, or on a GPU one rank's backward, which "
+               "cannot be told from waiting without the Flight Recorder)")
         return [Slow(JOB, "", step / best, how, step, best, max(window[r]["last_step"] for r in ranks))]
     return []
 

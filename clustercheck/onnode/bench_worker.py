@@ -37,8 +37,8 @@ except ImportError:   # run by hand without them
 DTYPES = {"float": torch.float32, "double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-# Elements of the whole array per rank buffer: the collectives whose size S is the whole array split n ways.
-SPLIT = {"all_gather", "reduce_scatter", "alltoall"}
+SPLIT = {"all_gather", "reduce_scatter", "alltoall"}   # the whole array per buffer, split n ways (S the whole)
+SETTLE_S = 0.2   # Gloo's last collective settles before the group goes (reference_train/train.py's leave_group)
 
 
 def emit(doc):
@@ -392,6 +392,7 @@ def main():
     measure(harness, config, {e["node"]: rank for rank, e in enumerate(everyone) if e["local_rank"] == 0})
     if harness.rank == 0:
         emit({"event": "done"})
+    time.sleep(SETTLE_S)
     dist.destroy_process_group()
 
 

@@ -290,12 +290,24 @@ def collect_env(args):
 JOB_HOOKS = "/tmp/clustercheck-hang"
 
 
+def job_key(env):
+    """Which job a rank is of, from the variables its launcher gave every rank at its start: MASTER_ADDR,
+    MASTER_PORT and the run's id ("" where the process is no rank of a launched job)."""
+    if not env.get("MASTER_ADDR") or not env.get("MASTER_PORT"):
+        return ""
+    run = _run_id(env)
+    return "%s:%s%s" % (env["MASTER_ADDR"], env["MASTER_PORT"], " (run %s)" % run if run else "")
+
+
+def _run_id(env):
+    return env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or ""
+
+
 def job_hook_directory(env):
     """Where the ranks of a job under clustercheck.injob answer `clustercheck stacks` (their hang hook, hang.py):
     named from the variables the launcher gave every rank at its start, which the stacks probe reads back from
     /proc/PID/environ (a variable the rank sets later is not there)."""
-    key = "%s-%s-%s" % (env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""),
-                        env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "")
+    key = "%s-%s-%s" % (env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""), _run_id(env))
     return os.path.join(JOB_HOOKS, safe_name(key))
 
 

@@ -35,9 +35,9 @@ import time
 import uuid
 
 try:  # imported as part of the clustercheck package (the tests)
-    from .nodelib import emit_json, job_hook_directory, read
+    from .nodelib import emit_json, job_hook_directory, job_key, read
 except ImportError:  # shipped to a node: inline_command registers nodelib beside this program
-    from nodelib import emit_json, job_hook_directory, read
+    from nodelib import emit_json, job_hook_directory, job_key, read
 
 SCHEMA = 1
 PY_SPY_TIMEOUT_S = 10.0
@@ -331,7 +331,7 @@ def collect(args):
         envs[pid] = env
         fields = status(pid)
         state = (fields.get("State") or "?")[:1]
-        procs.append({"pid": pid, "rank": env.get("RANK"), "local_rank": env.get("LOCAL_RANK"),
+        procs.append({"pid": pid, "rank": env.get("RANK"), "local_rank": env.get("LOCAL_RANK"), "job": job_key(env),
                       "command": " ".join(argv)[:300], "state": state, "state_text": STATES.get(state, state),
                       "wchan": read("/proc/%d/wchan" % pid, "") or "", "catches": catches(fields, signal.SIGUSR2),
                       "threads": None, "source": "", "problem": "", "hook": None, "flight": None})

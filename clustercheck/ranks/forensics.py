@@ -8,7 +8,7 @@ Judging only: nothing here reaches a node.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from clustercheck.core.result import Finding, Status
@@ -100,6 +100,21 @@ def flight_of(stacks: Sequence[ProcessStack]) -> Optional[Tuple[Dict, List[Findi
     answered = [s for s in stacks if s.flight is not None and s.rank is not None]
     if not answered:
         return None
+    jobs: Dict[str, List[ProcessStack]] = {}
+    for stack in answered:     # two jobs on one node (two users', or two tests'): each judged on its own ranks
+        jobs.setdefault(stack.job, []).append(stack)
+    judged = {job: _judge_job(members) for job, members in sorted(jobs.items())}
+    if len(judged) == 1:
+        return next(iter(judged.values()))
+    docs, findings = [], []
+    for job, (doc, found) in judged.items():
+        label = f"the job at {job}" if job else "ranks of no known job"
+        docs.append({"job": job, **doc})
+        findings += [replace(f, summary=f"{label}: {f.summary}") for f in found]
+    return {"jobs": docs}, findings
+
+
+def _judge_job(answered: Sequence[ProcessStack]) -> Tuple[Dict, List[Finding]]:
     answers = [(f"{s.node} pid {s.pid} (rank {s.rank})", s.rank, s.flight) for s in answered]
     return judge_records(from_answers(answers), {s.rank: s.node for s in answered})
 

@@ -43,7 +43,7 @@ def read_stacks(node: str, doc: Dict) -> List[ProcessStack]:
             frames=[(str(f[0]), str(f[1]), int(f[2])) for f in main], threads=len(threads),
             source=proc.get("source", ""), problem=proc.get("problem", ""), step=hook.get("step"),
             phase=hook.get("phase") or "", collective=collectives[-1] if collectives else None,
-            command=proc.get("command", ""), flight=proc.get("flight")))
+            command=proc.get("command", ""), flight=proc.get("flight"), job=proc.get("job") or ""))
     return found
 
 

@@ -51,6 +51,7 @@ class ProcessStack:
     collective: Optional[Dict] = None  # the last one the flight recorder holds: name, seq, group, state
     command: str = ""
     flight: Optional[Dict] = None      # the rank's Flight Recorder record, as its hook answered (JSON shapes)
+    job: str = ""                      # "MASTER_ADDR:MASTER_PORT (run ID)" of its job (nodelib.job_key), "" unknown
 
     @property
     def label(self) -> str:

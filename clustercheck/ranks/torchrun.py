@@ -77,12 +77,19 @@ def run_tag(run_id: str, node: Node) -> str:
     return f"{run_id}.{node.name}"   # per node: the sandbox's nodes share one process table
 
 
+def rendezvous_endpoint(node: Node, nnodes: int, master: str, port: int) -> str:
+    """Across nodes, the port net tested on the master. A run on this machine alone rendezvous on a port its own
+    agent binds (`localhost:0`, as torchrun --standalone): two checks on one machine at once, or a job holding the
+    port, never meet in one rendezvous (seen: two local preflights at once, the second's ranks failed to start)."""
+    return "localhost:0" if nnodes == 1 and node.is_local else f"{master}:{port}"
+
+
 def torchrun_command(node: Node, launch: Launch, nnodes: int, master: str, run_id: str, env_path: str) -> str:
     tag = run_tag(run_id, node)
     script = launch.script_paths[node.name]
     argv = [interpreter(node), "-m", "torch.distributed.run",
             f"--nnodes={nnodes}", f"--nproc-per-node={launch.nproc[node.name]}", "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={master}:{launch.rdzv_port}", f"--rdzv-id={run_id}",
+            f"--rdzv-endpoint={rendezvous_endpoint(node, nnodes, master, launch.rdzv_port)}", f"--rdzv-id={run_id}",
             # read_timeout: the store's own deadline (default 60 s) fails agents that start slowly on a busy host
             f"--rdzv-conf=join_timeout={int(launch.timeout_s)},read_timeout={int(launch.timeout_s)}",
             "--max-restarts=0", "--monitor-interval=1",

@@ -10,10 +10,12 @@ the model is built; WATCH_SUBGROUP=2,3,4,5: those ranks all_reduce in a group of
 all_reduces WATCH_ODD_SIZES' first number of elements where the others give its second (4096,1024: Gloo aborts on
 it; 8,4 among 6 ranks: the ring's pieces are too small for Gloo's check, and the ranks hang). One rank made slow from a step on: WATCH_SLOW_RANK,
 WATCH_SLOW_AFTER, and WATCH_SLOW_HOW "sleep" (WATCH_SLOW_S more between its steps, as a slow data loader) or
-"compute" (its forward does the layers' work WATCH_SLOW_TIMES more, as a slower device would). WATCH_PHASES=N (the
+"compute" (its forward does the layers' work WATCH_SLOW_TIMES more, as a slower device would) or "backward" (its
+backward does a layer's work WATCH_SLOW_TIMES more, as a throttled CPU or device would there). WATCH_PHASES=N (the
 benchmark): 2N phases of WATCH_STEPS steps, the watch off and on in turn, each phase's median step time printed.
 """
 
+import gc
 import os
 import statistics
 import time
@@ -41,17 +43,37 @@ ODD_RANK = int(os.environ.get("WATCH_ODD_RANK", "-1"))
 ODD_SIZE, SIZE = (int(n) for n in os.environ.get("WATCH_ODD_SIZES", "4096,1024").split(","))
 
 
+class HeavierBackward(torch.autograd.Function):
+    """The identity forward; its backward does a layer's work `times` more, between the last layers' gradients and
+    the first's."""
+
+    @staticmethod
+    def forward(ctx, x, times):
+        ctx.times = times
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        for _ in range(ctx.times):
+            (grad.t() @ grad).sum().item()
+        return grad, None
+
+
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(),
                                           torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU(), torch.nn.Linear(WIDTH, 1))
         self.extra = 0           # the slowed rank's extra work in its forward
+        self.extra_backward = 0  # and in its backward
 
     def forward(self, x):
         for _ in range(self.extra):
             self.layers(x).sum().item()
-        return self.layers(x)
+        first = self.layers[0](x)
+        if self.extra_backward:
+            first = HeavierBackward.apply(first, self.extra_backward)
+        return self.layers[1:](first)
 
 
 def main():
@@ -86,6 +108,8 @@ def main():
                 if rank == SLOW_RANK and step > SLOW_AFTER:
                     if SLOW_HOW == "sleep":
                         time.sleep(SLOW_S)
+                    elif SLOW_HOW == "backward":
+                        model.extra_backward = SLOW_TIMES
                     else:
                         model.extra = SLOW_TIMES
                 if rank == STOP_RANK and step == STOP_AT and STOP_IN == "world":
@@ -107,6 +131,10 @@ def main():
             print(f"STEPS rank={rank} phase={phase} watch={label} median_s={statistics.median(times):.6f}",
                   flush=True)
     finally:
+        # Gloo's last collective let go before its group (a deadlock at the end otherwise: reference_train/train.py)
+        del ddp, model
+        time.sleep(0.2)
+        gc.collect()
         dist.destroy_process_group()
 
 
