@@ -258,6 +258,48 @@ def test_a_suspect_whose_exchange_the_cpu_explained_is_tried_with_another_partne
     assert len(rounds) <= 4
 
 
+def test_a_node_whose_every_exchange_a_busy_cpu_explained_is_measured_again_while_rounds_are_left():
+    """Seen in CI on a loaded host (4 nodes, n2's link at 100 Mbit/s): every exchange of the healthy n1 came out slow
+    while its threads waited for a CPU, so none was counted and the search gave up on it after its last untried
+    partner, with rounds left: n2 was named and n1 said undecided. Each exchange not counted is tried once more;
+    measured again when the host is quieter, n1 passes and only n2 is named."""
+    tries = {}
+
+    def first_time(a, b):
+        tries[frozenset((a, b))] = tries.get(frozenset((a, b)), 0) + 1
+        return tries[frozenset((a, b))] == 1
+
+    def speed(a, b):
+        return 0.011 if "n2" in (a, b) else (0.3 if "n1" in (a, b) and tries[frozenset((a, b))] == 1 else 0.99)
+    starved = {}
+
+    def starved_first(a, b):
+        return starved.setdefault((a, b, tries[frozenset((a, b))]), "n1" in (a, b) and "n2" not in (a, b)
+                                  and tries[frozenset((a, b))] == 1)
+    search, rounds, flags = Isolation(["n1", "n2", "n3", "n4"]), [], []
+    while True:
+        planned = search.plan()
+        if not planned:
+            break
+        for a, b, _ in planned:
+            first_time(a, b)
+        rounds.append({(a, b): speed(a, b) for a, b, _ in planned})
+        flags.append({(a, b): (0.61 if starved_first(a, b) else 0.02) for a, b, _ in planned})
+        search.record(rounds[-1], {pair: first + 0.02 for pair, first in flags[-1].items()})
+    assert search.slow_nodes() == ["n2"] and search.undecided() == [], (search.state, rounds)
+    assert len(rounds) <= search.max_rounds
+    findings = pairwise_verdict(starved_facts(["n1", "n2", "n3", "n4"], rounds, flags))
+    assert [(f.check, f.nodes) for f in findings] == [("bench.pairwise.node", ["n2"])], findings
+
+
+def test_a_node_starved_in_every_exchange_and_its_retries_is_undecided_in_the_round_limit():
+    """The retry is once per partner: a node whose CPUs stay busy is left undecided within the search's rounds."""
+    search, rounds, flags = play_starved(["n1", "n2", "n3", "n4"], lambda a, b: 0.3 if "n1" in (a, b) else 1.0,
+                                         lambda a, b: "n1" in (a, b))
+    assert search.undecided() == ["n1"] and not search.slow_nodes() and len(rounds) <= search.max_rounds
+    assert sorted(p for p in search.remeasured if "n1" in p) == [("n1", "n2"), ("n1", "n3"), ("n1", "n4")]
+
+
 HOG = "import time\nend = time.monotonic() + 20\nwhile time.monotonic() < end:\n    pass\n"
 
 

@@ -78,7 +78,7 @@ def test_a_node_at_50_mbit_is_named_before_the_sweep_and_the_sweep_stops_at_its_
     assert gone("clustercheck_bench_worker")
 
 
-def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path):
+def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path, loaded_host):
     slow = box.nodes[1].name
     faults.slow_link(box, slow, 100)
     code, doc = run_bench(box, box.nodes_file, "-c", "all_reduce", "-b", "64K", "-e", "64K", "--pairwise", "adaptive",
@@ -87,6 +87,8 @@ def test_the_adaptive_search_names_the_slowed_node_in_three_rounds(box, tmp_path
     assert code == EXIT_FAIL, (found, doc["stages"][0].get("pairs"))
     assert set(found) == {"bench.pairwise.node"}, found
     assert found["bench.pairwise.node"]["nodes"] == [slow]
+    # a busy core beside it (as the suite loads the host) may have a healthy node's exchanges measured again, never
+    # the slowed node's: two slow confirmations settle it
     assert [p["phase"] for p in doc["stages"][0]["pairs"] if slow in (p["a"], p["b"])] == \
         ["screen", "confirm", "confirm"]
 

@@ -14,8 +14,9 @@ passed; NVIDIA's cluster-readiness-engine screens with groups before it isolates
    is slow with two of them (a slow node) or fast with one (then its partner or their link was
    slow). Mixed results need two more votes on one side than the other side has; once every
    node that passed has been tried, each slow exchange of the suspect with one of them is
-   measured once more (fast the second time: it was noise, and counts as fast); five tries
-   without a majority, or none left, leave the node undecided, which is reported as such.
+   measured once more (fast the second time: it was noise, and counts as fast), and so is each
+   exchange a busy CPU explained (not counted); five tries without a majority, or none left,
+   leave the node undecided, which is reported as such.
 3. retest: a slow pair whose two nodes both proved fast is measured again: slow twice is a slow
    link, fast the second time was noise.
 A few bad nodes cost three rounds whatever N: screen, confirm, confirm. More suspects than nodes
@@ -141,14 +142,19 @@ class Isolation:
                     continue                            # a partner is free next round
                 # Every node that passed has been tried and the votes are mixed: a slow exchange with a
                 # node that passed is measured once more (noise on a busy host), before "undecided".
-                again = [g for g in self.slow_with[node] if g in good and g not in busy
+                again = [(g, "reconfirm") for g in self.slow_with[node] if g in good and g not in busy
                          and (node, g) not in self.remeasured]
+                # ... and an exchange a busy CPU explained (not counted) is tried once more: on a loaded host a
+                # node's every exchange may come behind another process's, and the rounds left are spent on it.
+                again += [(g, "confirm") for g in self.starved_with(node) if g in good and g not in busy
+                          and (node, g) not in self.remeasured]
                 if not again:
                     self.state[node] = "undecided"
                     continue
-                self.remeasured.add((node, again[0]))
-                pairs.append((node, again[0], "reconfirm"))
-                busy |= {node, again[0]}
+                partner, phase = again[0]
+                self.remeasured.add((node, partner))
+                pairs.append((node, partner, phase))
+                busy |= {node, partner}
                 continue
             partner = min(free, key=lambda g: uses[g])
             uses[partner] += 1
@@ -160,6 +166,10 @@ class Isolation:
         """Every node this one has been measured with, or tried and not counted (a busy CPU): a second exchange
         with one tells nothing new, and would hold that partner from the other suspects round after round."""
         return {b if a == node else a for _, _, a, b, _ in self.measured + self.uncounted if node in (a, b)}
+
+    def starved_with(self, node: str) -> List[str]:
+        """The nodes this one's exchanges with were not counted (a side waited for a CPU), oldest first."""
+        return [b if a == node else a for _, _, a, b, _ in self.uncounted if node in (a, b)]
 
     # ---- results ------------------------------------------------------------------------------
     def record(self, speeds: Dict[Pair, float], waits: Optional[Dict[Pair, float]] = None) -> None:
