@@ -71,7 +71,7 @@ def _write(args, directory, step, module, optimizer, engine):
     if engine is not None:
         engine.save_checkpoint(directory, tag=tag, client_state={"step": step})
     else:
-        from torch.distributed.checkpoint.state_dict import get_state_dict
+        from torch.distributed.checkpoint.state_dict import get_state_dict   # only for a checkpoint without DeepSpeed
         model_state, optim_state = get_state_dict(module, optimizer)
         os.makedirs(os.path.join(directory, tag), exist_ok=True)
         if args.mode != "ddp" or int(os.environ.get("LOCAL_RANK", "0")) == 0:
@@ -103,7 +103,7 @@ def load(args, directory, module, optimizer, engine) -> int:
         if path is None:
             raise RuntimeError(f"checkpoint {tag} not found in {directory} on {node_name()}")
         return int(client_state["step"])
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+    from torch.distributed.checkpoint.state_dict import set_state_dict   # as above
     state = torch.load(state_file(args, directory, tag), map_location="cpu", weights_only=False)
     set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     return int(state["step"])

@@ -44,13 +44,13 @@ class CausalLM(nn.Module):
 
 def load(directory: str, seq_len: int, checkpointing: bool = False, lora=None) -> CausalLM:
     """The model from `directory` (offline), in fp32 for training, LoRA-wrapped when lora=(rank, alpha, targets)."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM   # optional (the hf extra): only for --model
     model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True).float()
     model.train()   # from_pretrained returns eval mode, where Hugging Face models skip gradient checkpointing
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if lora:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model   # optional: only for --lora
         rank, alpha, targets = lora
         present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
         targets = [t for t in targets if t in present]
@@ -62,7 +62,7 @@ def load(directory: str, seq_len: int, checkpointing: bool = False, lora=None) -
 
 
 def max_positions(directory: str) -> int:
-    from transformers import AutoConfig
+    from transformers import AutoConfig   # optional, as load
     config = AutoConfig.from_pretrained(directory, local_files_only=True)
     return int(getattr(config, "max_position_embeddings", 0) or getattr(config, "n_positions", 0) or 2048)
 
@@ -70,7 +70,7 @@ def max_positions(directory: str) -> int:
 def token_ids(directory: str, text: str, vocab_size: int):
     """The text as the model's tokens (its tokenizer when the directory has one, else bytes), and which."""
     try:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer   # optional: bytes without it
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError, TypeError, KeyError):
         tokenizer = None

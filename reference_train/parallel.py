@@ -30,7 +30,7 @@ def wrap(args, model, device, lr, node_local_storage=False):
     """(module to call, optimizer-like object with step/zero_grad, engine or None)."""
     params = [p for p in model.parameters() if p.requires_grad]   # LoRA: the adapter only
     if args.deepspeed or args.mode in DS_CONFIGS:
-        import deepspeed
+        import deepspeed   # optional: only for a DeepSpeed mode
         deepspeed_note()
         config = deepspeed_config(args, model, device, lr, node_local_storage)
         client_optimizer = None
@@ -47,7 +47,7 @@ def wrap(args, model, device, lr, node_local_storage=False):
     model = model.to(device)
     if args.mode == "fsdp":  # FSDP2: each block, then the rest, sharded over all ranks
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard   # FSDP2: only for --mode fsdp
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
         policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
@@ -98,7 +98,7 @@ def weights_checksum(args, module, engine) -> float:
     def total(tensors):
         return float(sum(t.detach().double().pow(2).sum() + t.detach().double().sum() for t in tensors))
     if args.mode.startswith("zero3"):
-        import deepspeed
+        import deepspeed   # as above
         with deepspeed.zero.GatheredParameters(params):
             return total(params)
     if args.mode == "fsdp":  # sharded DTensors: gather each

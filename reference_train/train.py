@@ -157,7 +157,7 @@ def make_model(args):
     """The built-in GPT of --preset, or the user's model directory (LoRA-wrapped with --lora)."""
     if not args.model:
         return build(args.preset, activation_checkpointing=args.activation_checkpointing)
-    import hf
+    import hf   # transformers loads only for --model
     lora = (args.lora_rank, args.lora_alpha, args.lora_targets.split(",")) if args.lora else None
     seq_len = min(args.seq_len, hf.max_positions(args.model))
     return hf.load(args.model, seq_len, args.activation_checkpointing, lora)
@@ -177,7 +177,7 @@ def make_dataset(args, model):
     text = load_text(args.data) if args.data else generated_corpus(seed=args.seed)
     if not args.model:
         return ByteWindows(text, model.config.block_size)
-    import hf
+    import hf   # as above
     ids, tokens = hf.token_ids(args.model, text, model.config.vocab_size)
     log({"event": "model", "directory": args.model, "tokens": tokens, **hf.counts(model),
          "lora": {"rank": args.lora_rank, "alpha": args.lora_alpha} if args.lora else None})

@@ -131,3 +131,22 @@ def test_the_layers_below_the_stages_import_no_stage_and_metrics_no_runner():
     offenders = [f"{name} imports {target}" for name, path in known.items() for layer, above in below
                  if name.startswith(layer) for target in imports(path, known) if target.startswith(above)]
     assert not offenders
+
+
+def test_an_import_inside_a_function_says_why_it_is_not_at_the_top():
+    """Imports sit at the top of a module; one inside a function (an optional dependency, a heavy one loaded only
+    where it is used) says its reason in a comment on its line or the line above."""
+    silent = []
+    for dotted, path in sorted(modules().items()):
+        lines = open(path).read().splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    said = "#" in lines[node.lineno - 1] or "#" in lines[node.lineno - 2]
+                    first = node.lineno > 1 and isinstance(function.body[0], (ast.Import, ast.ImportFrom)) and \
+                        node is not function.body[0] and "#" in lines[function.body[0].lineno - 1]
+                    if not said and not first:
+                        silent.append(f"{dotted}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not silent, "\n".join(silent)

@@ -20,7 +20,7 @@ def check(budget: float = 60.0, on_fail: str = "stop", reports_dir: str = "repor
     `watch_every` steps (docs/guides/injob.md, "While the job trains"). The Flight Recorder is turned on where the
     job did not set it (before any process group: call check() first), and once no step came for `stall_dump`
     seconds each rank writes its record under reports_dir (0: never). See run.check."""
-    from clustercheck.injob.run import check as run_check
+    from clustercheck.injob.run import check as run_check     # torch and the stages load on the first call
     return run_check(budget, on_fail, reports_dir, report_name, pushgateway, quiet, checkpoint_dir, watch=watch,
                      watch_every=watch_every, watch_slower=watch_slower, watch_windows=watch_windows,
                      watch_on_slow=watch_on_slow, stall_dump_s=stall_dump)
@@ -30,7 +30,7 @@ def watch(every: int = 20, slower: float = 1.3, windows: int = 2, on_slow: str =
           report_name: str = "injob"):
     """The watch alone, without the check: time the steps from here on, name a slow rank on rank 0's stderr
     (and the Pushgateway when given). Returns the Watch (its stop() removes its hooks)."""
-    from clustercheck.injob.options import InjobOptions
+    from clustercheck.injob.options import InjobOptions     # as check(): nothing heavy at import
     from clustercheck.injob.stepwatch import start
     InjobOptions(pushgateway=pushgateway, watch=True, watch_every=every, watch_slower=slower,
                  watch_windows=windows, watch_on_slow=on_slow)       # bad values said as the wrapper says them

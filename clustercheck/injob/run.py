@@ -61,7 +61,7 @@ def start_watch(verdict: Verdict, options: InjobOptions, job: JobEnv) -> Verdict
         stalldump.StallDump(options.stall_dump_s, stalldump.folder_for(options.reports_dir, os.environ), job.rank,
                             job.host, speaker=job.local_rank == 0).install()
     if options.watch:
-        from clustercheck.injob import stepwatch
+        from clustercheck.injob import stepwatch   # its torch hooks load only for a watch
         stepwatch.start(options.watch_every, options.watch_slower, options.watch_windows, options.watch_on_slow,
                     job.host, verdict.reports if job.rank == 0 else None, options.pushgateway, options.report_name)
     return verdict

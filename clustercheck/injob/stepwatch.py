@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import sys
 import time
@@ -34,8 +35,11 @@ import torch.distributed as dist
 from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from clustercheck.core import threads
 from clustercheck.core.errors import EXIT_FAIL
 from clustercheck.injob.straggler import JOB, Episodes, Event, judge_window
+from clustercheck.metrics.build import registry_of
+from clustercheck.metrics.export import push
 
 STORE_PREFIX = "clustercheck-watch"
 KEPT_WINDOWS = 4      # each rank posts its last few windows: rank 0 judges every window even if it read late
@@ -291,10 +295,6 @@ def add_to_report(reports: Dict[str, str], event: Event) -> None:
 def push_slowdown(url: str, cluster: str, event: Event) -> None:
     """clustercheck_straggler_slowdown{node, rank} beside the check's metrics (1 once the episode ended), in a
     thread of its own: a gateway that is slow to answer never holds a step."""
-    from clustercheck.core import threads
-    from clustercheck.metrics.build import registry_of
-    from clustercheck.metrics.export import push
-
     slow = event.slow
     labels = {"node": slow.host, "rank": "" if slow.rank == JOB else str(slow.rank)}
     value = 1.0 if event.kind == "ended" else slow.slowdown
@@ -312,7 +312,6 @@ def start(every: int = 20, slower: float = 1.3, windows: int = 2, on_slow: str =
           report_name: str = "injob") -> Watch:
     """Arm this rank's watch (its process group may come later: the numbers are posted from the first window
     after it exists)."""
-    import socket
     watch = Watch(every, slower, windows, on_slow, host or os.environ.get("CLUSTERCHECK_NODE") or socket.gethostname(),
                   reports, pushgateway, report_name)
     return watch.install()

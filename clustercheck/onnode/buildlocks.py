@@ -109,7 +109,7 @@ def install(folder=None):
     if not folder:
         return False
     try:
-        from torch.utils.file_baton import FileBaton
+        from torch.utils.file_baton import FileBaton   # torch only where the trainer runs
     except Exception:   # a broken torch fails the trainer's own import, with its own message
         return False
     acquire, release = FileBaton.try_acquire, FileBaton.release

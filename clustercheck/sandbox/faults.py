@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 from clustercheck.sandbox import cgroups
 from clustercheck.sandbox.cluster import Sandbox, SandboxNode
 from clustercheck.sandbox.processes import SandboxError, first_process_alive, pid_alive, sh
+from clustercheck.sandbox.slurm import drain as slurm_drain, resume as slurm_resume
 
 
 def _record(box: Sandbox, node: SandboxNode, fault: str) -> None:
@@ -326,14 +327,12 @@ def clear_all(box: Sandbox) -> None:
 
 def drain(box: Sandbox, name: str, reason: str) -> None:
     """Slurm drains the node with this reason (sandbox up --slurm), as an admin or a health check would."""
-    from clustercheck.sandbox.slurm import drain as slurm_drain
     node = box.node(name)
     slurm_drain(box, node.name, reason)
     _record(box, node, f"slurm drain: {reason}")
 
 
 def resume(box: Sandbox, name: str) -> None:
-    from clustercheck.sandbox.slurm import resume as slurm_resume
     node = box.node(name)
     slurm_resume(box, node.name)
     box.faults[node.name] = [f for f in box.faults.get(node.name, []) if not f.startswith("slurm drain")]

@@ -13,7 +13,7 @@ def save_plots(facts: BenchFacts, stem: str) -> List[str]:
     try:
         import matplotlib   # optional (the train extra): no plots without it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt   # after use("Agg")
     except ImportError:
         return []
     written = []

@@ -78,7 +78,7 @@ def training_curve(facts: SmokeFacts, stem: str) -> Optional[str]:
     try:
         import matplotlib   # optional (the train extra): no plots without it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt   # after use("Agg")
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.5))
