@@ -3,7 +3,11 @@ front page, and no relative link points at a file that is not there."""
 
 import re
 import runpy
+import subprocess
+import sys
 from pathlib import Path
+
+import click
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference.md"
@@ -72,3 +76,16 @@ def test_relative_links_point_at_files_that_exist():
 def test_the_link_check_sees_links():
     text = "see [a](docs/a.md), ![b](b.png) and [c](https://x.org)\n```\n[d](nothing.md)\n```\n`[e](code.md)`\n"
     assert [target for _, target in _links(text)] == ["docs/a.md", "b.png", "https://x.org"]
+
+
+def test_every_command_loads_by_its_name_and_only_the_one_that_runs_is_imported():
+    """The group loads a command's module when it runs (clustercheck/cli.py's COMMANDS): each entry is the command
+    of that name, and `clustercheck plan --help` imports no other command's module."""
+    from clustercheck.cli import COMMANDS, cli
+    ctx = click.Context(cli, info_name="clustercheck")
+    assert {name: cli.get_command(ctx, name).name for name in COMMANDS} == {name: name for name in COMMANDS}
+    loaded = subprocess.run([sys.executable, "-c", "import sys\nfrom clustercheck.cli import main\n"
+                             "try:\n    main(['plan', '--help'])\nexcept SystemExit:\n    pass\n"
+                             "print(sorted(m for m in sys.modules if m.startswith('clustercheck.commands.')))"],
+                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert loaded.stdout.strip().splitlines()[-1] == "['clustercheck.commands.plan']", loaded.stdout + loaded.stderr

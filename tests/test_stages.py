@@ -100,10 +100,10 @@ def parse_back(command):
     """The options the single command would run with, parsed by its own command line."""
     words = shlex.split(command)
     assert words[0] == "clustercheck"
-    sub = cli.commands[words[1]]
     # under the group's context, as `clustercheck <command>` parses it: click caches a command's help option the
     # first time it makes one, and a command parsed alone would keep "--help" without the group's "-h"
     parent = click.Context(cli, info_name="clustercheck", **cli.context_settings)
+    sub = cli.get_command(parent, words[1])
     ctx = sub.make_context(words[1], words[2:], parent=parent)
     return ctx.params
 
