@@ -19,6 +19,7 @@ import pytest
 
 from clustercheck.core.errors import InputError
 from clustercheck.injob.options import parse_wrapper
+from clustercheck.injob.stepwatch import window_numbers
 from clustercheck.injob.straggler import JOB, Episodes, judge_window
 from clustercheck.onnode.nodelib import JOB_HOOKS
 from clustercheck.onnode.sweep import kill_tagged
@@ -106,6 +107,25 @@ def test_a_rank_within_its_peers_own_spread_is_not_named_and_one_far_out_of_it_i
     window[5]["forward_s"] = 0.221
     [slow] = judge_window(window, 1.3)
     assert (slow.rank, slow.host) == (5, "n3") and slow.how.startswith("computing slower")
+
+
+def test_a_rank_throttled_in_bursts_is_named_from_its_windows_mean_where_its_typical_step_is_its_peers():
+    """A CPU quota throttles in bursts (the sandbox's 0.1 CPU: frozen 90 ms of each 100 ms period): node n2's
+    ranks run most steps as fast as the others and are frozen in two steps of ten: rank 2 once inside its forward
+    and once inside the all-reduce, rank 3 twice inside the all-reduce (as its peers wait there); every rank waits
+    for them. Each rank's median step and forward are the healthy ones
+    (nobody named, the job not even said slower: seen on the sandbox, the watch named nobody in 300 s); the
+    window's means name n2's rank from its forward, and nobody else."""
+    periods = [0.0015] * 8 + [0.091] * 2
+    healthy = window_numbers(periods, [0.0003] * 10, [0.0001] * 10, [0.0003] * 10)
+    throttled = window_numbers(periods, [0.0003] * 9 + [0.0903], [0.0001] * 10, [0.0003] * 10)
+    window = {r: dict(throttled if r == 2 else healthy, best_step_s=0.0015, last_step=20,
+                      host=f"n{r // 2 + 1}") for r in range(6)}
+    [slow] = judge_window(window, 1.3)
+    assert (slow.rank, slow.host) == (2, "n2") and slow.how.startswith("computing slower: its forward"), slow
+    assert slow.slowdown == pytest.approx(0.0194 / (0.0194 - 0.009), rel=0.01)
+    medians = {r: dict(n, step_s=0.0015, forward_s=0.0003) for r, n in window.items()}
+    assert judge_window(medians, 1.3) == []
 
 
 def test_an_episode_is_said_once_when_sustained_and_once_when_it_ends():
