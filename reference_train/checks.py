@@ -12,6 +12,7 @@ import json
 import math
 import os
 import socket
+import sys
 import time
 
 import torch
@@ -124,5 +125,8 @@ def first_nonfinite(value: float, step: int, found):
 
 
 def log(event: dict) -> None:
+    """Rank 0's event, one line in one write: print() writes the text and its newline apart under
+    PYTHONUNBUFFERED=1, and another rank's warning on the same stdout could land between them."""
     if dist.get_rank() == 0:
-        print(json.dumps(event), flush=True)
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()

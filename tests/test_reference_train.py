@@ -62,3 +62,30 @@ def test_a_rank_with_another_learning_rate_departs_from_the_reference(tmp_path):
     [summary] = [json.loads(line) for line in proc.stdout.splitlines() if '"summary"' in line]
     worst = max(abs(summary["losses"][str(s)] - ref) / ref for s, ref in enumerate(summary["reference"], 1))
     assert worst > 1e-3, worst
+
+
+def test_an_event_is_written_as_one_line_in_one_write_and_read_back_with_another_ranks_text_after_it(monkeypatch):
+    """Seen in a fresh-clone run (PYTHONUNBUFFERED=1, as containers and batch scripts often set it): print() wrote
+    the trainer's start event and its newline apart, rank 1's DeepSpeed warning landed between, and the line was no
+    JSON. The trainer writes an event in one write; the tool reads an event that another process's text follows."""
+    sys.path.insert(0, os.path.dirname(TRAIN))
+    import checks
+    from clustercheck.ranks.torchrun import event_of
+    writes = []
+
+    class Stdout:
+        def write(self, text):
+            writes.append(text)
+
+        def flush(self):
+            pass
+    monkeypatch.setattr(checks.dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(sys, "stdout", Stdout())
+    checks.log({"event": "start", "mode": "zero2-offload"})
+    assert writes == ['{"event": "start", "mode": "zero2-offload"}\n']
+    warning = ("[2026-12-03 10:15:05,492] [WARNING] [lr_schedules.py:759:get_lr] Attempting to get learning rate from "
+               "scheduler before it has started")
+    assert event_of('{"event": "start", "mode": "zero2-offload"}' + warning + "\n") == \
+        ({"event": "start", "mode": "zero2-offload"}, warning + "\n")
+    assert event_of(warning + "\n") == (None, warning + "\n")
+    assert event_of('{"event": "st\n')[0] is None and event_of("[1, 2]\n")[0] is None

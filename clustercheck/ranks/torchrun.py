@@ -18,7 +18,7 @@ import shlex
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from clustercheck.core import threads
 from clustercheck.core.inventory import Node
@@ -146,19 +146,33 @@ class StallClock:
         return quiet if quiet > window else None
 
 
+_DECODER = json.JSONDecoder()
+
+
+def event_of(line: str) -> Tuple[Optional[Dict], str]:
+    """The event a line starts with, and the text after it (or None and the whole line). Another rank's output can
+    follow an event on its line: a rank that prints under PYTHONUNBUFFERED=1 (common in containers and batch
+    scripts) writes the object and its newline in two writes, and another process's line may come between."""
+    text = line.lstrip()
+    if not text.startswith("{"):
+        return None, line
+    try:
+        event, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return None, line
+    return (event, text[end:]) if isinstance(event, dict) else (None, line)
+
+
 def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt: threading.Event,
            clock: StallClock, progress: Optional[Callable[[str, Dict], None]]) -> None:
     """One node's events as they come, until its torchrun ends, the deadline passes or the tool halts."""
     while time.monotonic() < deadline and not halt.is_set():
         line = handle.readline(min(1.0, max(0.0, deadline - time.monotonic())))
         if line is not None:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                if "NCCL DIAG" in line and len(run.diag) < 1000:
-                    run.diag.append(line.rstrip("\n"))
-                continue
-            if isinstance(event, dict):
+            event, rest = event_of(line)
+            if "NCCL DIAG" in rest and len(run.diag) < 1000:
+                run.diag.append(rest.strip())
+            if event is not None:
                 run.events.append(event)
                 clock.moved(event.get("event"))
                 current_progress().hear(f"{event.get('event')} from {run.node}")
