@@ -18,7 +18,7 @@ import pytest
 
 from clustercheck.core.errors import EXIT_OK
 from clustercheck.onnode.sweep import kill_tagged
-from clustercheck.sandbox import cgroups
+from clustercheck.sandbox import cgroups, faults
 from tests.conftest import clustercheck
 from tests.pipes import Lines, newer_than_stall
 from tests.test_sandbox_injob import code_on_nodes
@@ -208,10 +208,14 @@ def test_a_collective_called_with_another_size_that_hangs_is_named_from_the_reco
 
 
 def test_a_node_whose_cpus_are_taken_mid_run_is_named_by_the_watch_within_30_steps(box, tmp_path):
-    """Once the job trains, the second node's ranks are put under a CPU quota of 0.1 CPUs: their forward takes
-    longer and every rank waits for them in the all_reduce. --watch names a rank of that node, and no other node,
-    within 30 steps of the step it dates the slowdown from."""
-    job = Job(box, tmp_path, "quota", {"WATCH_STEPS": "3000"},
+    """Once the job trains, the second node's ranks are put under a CPU quota of 0.1 CPUs: they are frozen in bursts
+    (90 ms of each 100 ms) wherever in the step the quota runs out, and every rank waits for them in the all_reduce.
+    --watch names a rank of that node from its threads' wait for a CPU (the window's numbers rank 0 judged are kept
+    in a file, said when it does not), and no other node, within 30 steps of the step it dates the slowdown from."""
+    numbers = os.path.join(box.dir, "quota-windows.jsonl")
+    if os.path.exists(numbers):
+        os.unlink(numbers)
+    job = Job(box, tmp_path, "quota", {"WATCH_STEPS": "3000", "CLUSTERCHECK_WATCH_NUMBERS": numbers},
               options="--watch --watch-every 10 --watch-windows 2 ")
     slow = job.nodes[1]
     try:
@@ -228,10 +232,34 @@ def test_a_node_whose_cpus_are_taken_mid_run_is_named_by_the_watch_within_30_ste
         job.stop()
     named = [m for node in job.nodes for m in NAMED.findall(job.text(node))]
     assert not [m for m in named if m[1] != slow], job.tail()      # a healthy node is never named
-    if not named:
-        pytest.xfail("issue 50, open: where the quota's throttling lands in the ranks' backward rather than their "
-                     "forward, --watch sees every rank slower and names none: it cannot tell a rank's backward from "
-                     "its wait in the all_reduce without the Flight Recorder's wait times")
+    watch = [line for node in job.nodes for _, line in job.err[node].lines if "injob: watch" in line]
+    kept = open(numbers).read()[-3000:] if os.path.exists(numbers) else "(no window judged)"
+    assert named, "\n".join(watch[-20:] + [kept]) or job.tail()
     rank, host, _, since, at = named[0]
     assert host == slow and int(rank) // RANKS_PER_NODE == 1, job.tail()
     assert int(at) - int(since) <= 30, job.tail()
+
+
+def test_a_link_slowed_mid_run_is_named_from_the_ranks_sockets_and_no_rank_is_blamed(box, tmp_path):
+    """Once the job trains, the second node's link is slowed to 20 Mbit/s both ways: every rank waits alike in the
+    all_reduce, so no rank's own work grew. --watch says the job's steps are slower and names that node's link from
+    what the ranks' own sockets carried (TCP's counters), and names no rank."""
+    job = Job(box, tmp_path, "link", {"WATCH_STEPS": "3000"}, options="--watch --watch-every 10 --watch-windows 2 ")
+    slow = job.nodes[1]
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and job.said("READY (") is None and \
+                all(p.poll() is None for p in job.procs.values()):
+            time.sleep(0.5)
+        assert job.said("READY (") is not None, job.tail()
+        time.sleep(5)
+        faults.slow_link(box, slow, 20)
+        while time.monotonic() < deadline and job.said(f"{slow}'s link moves the job's traffic") is None:
+            time.sleep(0.5)
+    finally:
+        job.stop()
+    lines = [line for node in job.nodes for _, line in job.err[node].lines if "clustercheck injob: watch:" in line]
+    assert not [m for node in job.nodes for m in NAMED.findall(job.text(node))], "\n".join(lines)   # no rank blamed
+    said = [line for line in lines if f"{slow}'s link moves the job's traffic" in line]
+    assert said and "the job's steps are" in said[0] and "every rank only waits for it" in said[0], "\n".join(lines)
+    assert not [line for line in lines if "link moves" in line and f"{slow}'s link" not in line], "\n".join(lines)

@@ -9,9 +9,10 @@ outermost module's forward hook), and, for a model on the CPU, one perf_counter 
 post-accumulate-grad hooks: the last of them ends the rank's backward compute, so that a rank whose backward is
 slower is told from those that only wait for it in the all-reduce (which DDP runs beside backward and waits for
 after it). On a GPU that host time is when kernels were launched, not run: backward is not timed there. Per
-window: one store set on every rank (one check and one multi_get more on rank 0). No collective on the job's
-stream, no device synchronisation: on a GPU the forward is timed with CUDA events, read once they have completed
-(query() does not wait). The push runs in a thread of its own.
+window: one store set on every rank (one check and one multi_get more on rank 0), and the counters of the rank's
+own TCP sockets read (sockets.py: what each link carried, for links.py's judge of a slowed link). No collective on
+the job's stream, no device synchronisation: on a GPU the forward is timed with CUDA events, read once they have
+completed (query() does not wait). The push runs in a thread of its own.
 
 The step hook (torch.optim.optimizer.register_optimizer_step_post_hook) is global: it fires for every torch
 optimizer, so for DeepSpeed's engine and accelerate's wrapper, which step one. Several optimizers stepping in one
@@ -37,13 +38,16 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from clustercheck.core import threads
 from clustercheck.core.errors import EXIT_FAIL
+from clustercheck.injob import sockets
 from clustercheck.injob.straggler import JOB, Episodes, Event, judge_window
 from clustercheck.metrics.build import registry_of
 from clustercheck.metrics.export import push
+from clustercheck.onnode.bench_worker import runqueue_wait_s
 
 STORE_PREFIX = "clustercheck-watch"
 KEPT_WINDOWS = 4      # each rank posts its last few windows: rank 0 judges every window even if it read late
 SAY = "clustercheck injob: watch"     # verdict.PREFIX's, without the stages it loads (watch() alone is light)
+NUMBERS_ENV = "CLUSTERCHECK_WATCH_NUMBERS"     # a file rank 0 appends every judged window's numbers to
 STOP_EXIT = EXIT_FAIL                # verdict.STOP_EXIT: the exit code of a stopped job, under either policy
 
 
@@ -77,6 +81,8 @@ class Watch:
         self.betweens: List[float] = []
         self.backwards: List[float] = []
         self.best_step_s = float("inf")
+        self.carried: sockets.Counters = {}       # this rank's sockets' counters at the last window
+        self.waited: Optional[float] = None       # its threads' wait for a CPU so far (s), at the last window
         self.recent: Deque[Dict] = deque(maxlen=KEPT_WINDOWS)
         self.store: Any = None
         self.rank = -1
@@ -190,9 +196,15 @@ class Watch:
 
     def _window(self) -> None:
         self._gpu_forwards()
+        carried, addrs = sockets.read()
+        links, self.carried = sockets.since(carried, self.carried), carried
+        waited, self.waited = self.waited, runqueue_wait_s()
         if self.periods:
             numbers = dict(window_numbers(self.periods, self.forwards, self.betweens, self.backwards),
-                           window=self.steps // self.every, last_step=self.steps, host=self.host)
+                           window=self.steps // self.every, last_step=self.steps, host=self.host, links=links,
+                           addrs=addrs)
+            if waited is not None and self.waited is not None:
+                numbers["cpu_wait_s"] = max(0.0, self.waited - waited) / len(self.periods)
             self.best_step_s = min(self.best_step_s, numbers["step_s"])
             numbers["best_step_s"] = self.best_step_s
             self.recent.append(numbers)
@@ -219,10 +231,19 @@ class Watch:
             if len(ranks) < self.world_size:
                 break               # judged in order, once every rank's numbers for it are in
             last_step = max(n["last_step"] for n in ranks.values())
+            self._keep(window, ranks)
             for event in self.episodes.feed(judge_window(ranks, self.slower), last_step):
                 self._tell(event)
             self.judged = window
             del self.history[window]
+
+    def _keep(self, window: int, ranks: Dict[int, Dict]) -> None:
+        """$CLUSTERCHECK_WATCH_NUMBERS=FILE: every judged window's numbers, a JSON line each (why a rank was named,
+        or why nobody was)."""
+        path = os.environ.get(NUMBERS_ENV)
+        if path:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"window": window, "ranks": ranks}) + "\n")
 
     def _tell(self, event: Event) -> None:
         event.line = line_of(event, self.every)

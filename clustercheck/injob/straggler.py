@@ -7,6 +7,8 @@ What a rank times, with the host's clock at hooks (stepwatch.py), never a device
 - forward_s: its model's forward (the outermost module called after the step; on a GPU, CUDA events on its
   stream, read once they completed); no collective runs there in data-parallel training;
 - between_s: from the optimizer's step to the next forward (data loading, the script's own work);
+- cpu_wait_s: its threads' wait for a CPU over the step (the kernel's runqueue wait, summed over threads): a
+  cgroup's quota throttling the rank, or another process on its cores, shows here wherever in the step it lands;
 - backward_s (a model on the CPU only, else 0): from the forward's end to its last parameter's gradient, the
   backward's compute. DDP's all-reduce runs beside it and is waited for after it, so a rank waiting for a peer
   shows it after its backward, not in it. On a GPU the host sees only kernel launches: not timed, and a slower
@@ -22,14 +24,17 @@ in step time itself: a rank whose steps take longer than its peers' median is na
 the line says it cannot tell computing from waiting. Either way a rank's extra counts only where it stands out of
 its peers' own spread (SPREAD), so that a loaded host's drift names nobody. A job whose every step is slower than
 its best while no rank's own work is (the network, or on a GPU one rank's backward, which cannot be told from
-waiting there) is said without naming a rank.
+waiting there) is said without naming a rank; where the ranks' own sockets carry the job's traffic (Gloo, NCCL's
+socket transport), the node's link or the link that moves it far slower than the others is named (links.py).
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, Hashable, List, Mapping, Sequence
+
+from clustercheck.injob.links import slow_link
 
 JOB = -1     # the key of a slowdown of the whole job, named on no rank
 MAX_SLOWDOWN = 1000.0
@@ -45,6 +50,9 @@ NOISE_S = 0.005
 # slowed for real (a throttled node, a slow GPU) is many spreads out; peers that agree closely guard nothing.
 SPREAD = 3.0
 MAD_SIGMA = 1.4826
+# A rank's threads' wait for a CPU is summed over its threads: it can pass its step's time. Counted at most this
+# share of the step, so that what the step would take without it stays positive.
+CPU_SHARE_MAX = 0.95
 
 
 @dataclass
@@ -86,7 +94,12 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         extra_between = _beyond(me["between_s"], [p["between_s"] for p in peers])
         extra_backward = (_beyond(me.get("backward_s", 0.0), [p.get("backward_s", 0.0) for p in peers])
                           if peer_backward > 0 else 0.0)
-        without = me["step_s"] - extra_forward - extra_between - extra_backward
+        # its threads' wait for a CPU (the kernel's runqueue wait, a cgroup quota's throttling included) beyond its
+        # peers': that wait lies inside its forward, backward or collectives, so it is not added to them
+        extra_cpu = min(_beyond(me.get("cpu_wait_s", 0.0), [p.get("cpu_wait_s", 0.0) for p in peers]),
+                        CPU_SHARE_MAX * me["step_s"])
+        own = extra_forward + extra_between + extra_backward
+        without = me["step_s"] - max(own, extra_cpu)
         explained = min(MAX_SLOWDOWN, me["step_s"] / without) if without > 0 else MAX_SLOWDOWN
         behind = ((peer_step + _beyond(me["step_s"], [p["step_s"] for p in peers])) / peer_step
                   if peer_step > 0 else 1.0)
@@ -95,7 +108,12 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         if me["step_s"] - (without if explained >= behind else peer_step) < NOISE_S:
             continue        # slower by less than a busy host's scheduling delays: nothing to name
         if explained >= behind:
-            if extra_backward > max(extra_forward, extra_between):
+            if extra_cpu > own:
+                peer_cpu = _median([p.get("cpu_wait_s", 0.0) for p in peers])
+                how = (f"its CPUs are taken: its threads waited {me['cpu_wait_s']:.3g} s a step for a CPU (its peers "
+                       f"{peer_cpu:.3g} s), a cgroup's CPU quota, another process or more ranks than cores on its "
+                       f"node; the other ranks wait for it in collectives")
+            elif extra_backward > max(extra_forward, extra_between):
                 ratio = me["backward_s"] / peer_backward
                 how = (f"computing slower: its backward takes {ratio:.1f}x its peers' ({me['backward_s']:.3g} s vs "
                        f"{peer_backward:.3g} s); the other ranks wait for it in collectives")
@@ -117,11 +135,26 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
     step = _median([window[r]["step_s"] for r in ranks])
     best = _median([window[r]["best_step_s"] for r in ranks])
     if best > 0 and step / best >= slower and step - best >= NOISE_S:
+        link = slow_link(window)
+        if link is not None and not _cpus_taken(window, link.nodes):
+            how = (f"the network: {link.summary} (the TCP counters of the ranks' own sockets); every rank only "
+                   f"waits for it in collectives: {link.remedy}")
+            return [Slow(JOB, ", ".join(link.nodes), step / best, how, step, best,
+                         max(window[r]["last_step"] for r in ranks))]
         how = ("every rank's steps are slower than their best and no rank's own work (forward, between steps) is: "
                "the time goes into backward or collectives (the network, or on a GPU one rank's backward, which "
                "cannot be told from waiting without the Flight Recorder)")
         return [Slow(JOB, "", step / best, how, step, best, max(window[r]["last_step"] for r in ranks))]
     return []
+
+
+def _cpus_taken(window: Mapping[int, Mapping], nodes: Sequence[str]) -> bool:
+    """Whether a rank on these nodes waited for a CPU beyond the other nodes' ranks (NOISE_S a step at least): on
+    a veth, as on a host whose cores also run its network's interrupts, a node's throttled CPUs slow its sockets
+    too, and its link would be blamed for its CPUs."""
+    others = [n.get("cpu_wait_s", 0.0) for n in window.values() if n["host"] not in nodes]
+    return any(n.get("cpu_wait_s", 0.0) >= NOISE_S and _beyond(n.get("cpu_wait_s", 0.0), others) > 0
+               for n in window.values() if n["host"] in nodes)
 
 
 @dataclass
@@ -135,19 +168,20 @@ class Event:
 @dataclass
 class Episodes:
     """A rank (or the job) named in `windows` judged windows in a row begins an episode, said once; not named
-    in `windows` in a row ends it, said once."""
+    in `windows` in a row ends it, said once. The job's episodes are kept by what they name (no node, a node's
+    link, a link): a job slower for a loaded host's drift, then for a link slowed, says the link when it comes."""
 
     windows: int
-    streak: Dict[int, List[Slow]] = field(default_factory=dict)
-    started: Dict[int, int] = field(default_factory=dict)     # the step its streak started after
-    quiet: Dict[int, int] = field(default_factory=dict)
-    open: Dict[int, Event] = field(default_factory=dict)
+    streak: Dict[Hashable, List[Slow]] = field(default_factory=dict)
+    started: Dict[Hashable, int] = field(default_factory=dict)     # the step its streak started after
+    quiet: Dict[Hashable, int] = field(default_factory=dict)
+    open: Dict[Hashable, Event] = field(default_factory=dict)
     before: int = 0           # the last step of the window before the one fed
 
     def feed(self, slows: Sequence[Slow], last_step: int) -> List[Event]:
         """One judged window's slowdowns (judge_window), ending at `last_step`: the episodes begun or ended."""
         events: List[Event] = []
-        named = {s.rank: s for s in slows}
+        named = {(s.rank if s.rank != JOB else (JOB, s.host)): s for s in slows}
         for key, slow in named.items():
             streak = self.streak.setdefault(key, [])
             if not streak:
@@ -167,7 +201,7 @@ class Episodes:
             if self.quiet[key] >= self.windows:
                 began = self.open.pop(key)
                 worst = max(s.slowdown for s in self.streak.pop(key))
-                events.append(Event("ended", Slow(key, began.slow.host, worst, began.slow.how, 0.0, 0.0, last_step),
+                events.append(Event("ended", Slow(began.slow.rank, began.slow.host, worst, began.slow.how, 0.0, 0.0, last_step),
                                     began.first_step))
         self.before = last_step
         return events
