@@ -38,7 +38,14 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=512, help="the Linear layers' width (the step's size)")
     parser.add_argument("--steps", type=int, default=60, help="steps in a phase")
     parser.add_argument("--phases", type=int, default=12, help="phases of each kind, alternating")
+    parser.add_argument("--reading", action="store_true",
+                        help="only what a window's reading of the rank's sockets and CPU wait costs")
     args = parser.parse_args()
+    if args.reading:
+        reading_s = window_reading_cost()
+        print(f"a window's reading (12 TCP sockets open, /proc/self/fd, TCP_INFO each, schedstat of every thread): "
+              f"{reading_s * 1e6:.0f} us; {reading_s / (20 * 0.010):.2%} of a window of 20 steps of 10 ms")
+        return
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
                WATCH_WIDTH=str(args.width), WATCH_STEPS=str(args.steps), WATCH_PHASES=str(args.phases))
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node",
@@ -60,6 +67,30 @@ def main() -> None:
     hooks_s = hook_cost(args.width)
     print(f"what the hooks add to a step, in one process (no job around it, the same model): {hooks_s * 1e6:.1f} us, "
           f"{hooks_s / off:.2%} of the job's step above")
+    reading_s = window_reading_cost()
+    print(f"what a window's reading of the sockets and the CPU wait costs: {reading_s * 1e6:.0f} us, "
+          f"{reading_s / (20 * off):.2%} of a window of 20 steps above")
+
+
+def window_reading_cost(sockets_open: int = 12, reads: int = 200) -> float:
+    """Seconds one window's reading takes (injob/sockets.read and the runqueue wait), with this many TCP
+    connections open in the process (a rank's Gloo pairs and its store), the median of `reads` readings."""
+    import time
+
+    sys.path.insert(0, ROOT)
+    from clustercheck.injob import sockets
+    from clustercheck.onnode.bench_worker import runqueue_wait_s
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(sockets_open)]
+    clients = [socket.create_connection(server.getsockname()) for server in servers]
+    taken = []
+    for _ in range(reads):
+        started = time.perf_counter()
+        sockets.read()
+        runqueue_wait_s()
+        taken.append(time.perf_counter() - started)
+    for sock in clients + servers:
+        sock.close()
+    return statistics.median(taken)
 
 
 def hook_cost(width: int, blocks: int = 40, steps: int = 50) -> float:
