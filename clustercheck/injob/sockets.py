@@ -3,7 +3,8 @@ the kernel spent sending them (Linux's TCP_INFO of each socket: tcpi_bytes_acked
 tcpi_rwnd_limited). Gloo's pairs and NCCL's socket transport are this process's sockets, so a window's deltas say
 how fast each link moved the job's own traffic while it had some to move: a link slowed mid-run sends the same
 gradients in longer busy periods, whatever the ranks compute. A peer slow to read (its receive window full) is
-not the link's time, and is left out. Standard library only; never raises (no reading is an empty one): over
+not the link's time, and is left out. And the training thread's own wait for a CPU (thread_cpu_wait_s), which
+tells a rank whose CPUs are taken. Standard library only; never raises (no reading is an empty one): over
 InfiniBand or RoCE NCCL's traffic crosses no socket, and there is nothing to read.
 
 Read once a window (not per step): a directory listing of /proc/self/fd and one getsockopt per TCP socket.
@@ -14,7 +15,8 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from typing import Dict, List, Tuple
+import threading
+from typing import Dict, List, Optional, Tuple
 
 # struct tcp_info (include/uapi/linux/tcp.h): the u64 fields and their offsets, Linux 4.10 and later
 BYTES_ACKED = 120
@@ -85,3 +87,14 @@ def since(now: Counters, before: Counters) -> Dict[str, List[int]]:
         if moved > 0:
             out[peer] = [moved, took]
     return out
+
+
+def thread_cpu_wait_s() -> Optional[float]:
+    """Seconds the calling thread has waited for a CPU while runnable (the kernel's schedstat run delay, a cgroup
+    quota's throttling included), None where the kernel does not keep it. The training thread's alone: a rank's
+    other threads (Gloo's, a data loader's) wait beside it, and summed they pass the step's own time."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None

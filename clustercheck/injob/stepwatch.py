@@ -42,7 +42,6 @@ from clustercheck.injob import sockets
 from clustercheck.injob.straggler import JOB, Episodes, Event, judge_window
 from clustercheck.metrics.build import registry_of
 from clustercheck.metrics.export import push
-from clustercheck.onnode.bench_worker import runqueue_wait_s
 
 STORE_PREFIX = "clustercheck-watch"
 KEPT_WINDOWS = 4      # each rank posts its last few windows: rank 0 judges every window even if it read late
@@ -82,7 +81,7 @@ class Watch:
         self.backwards: List[float] = []
         self.best_step_s = float("inf")
         self.carried: sockets.Counters = {}       # this rank's sockets' counters at the last window
-        self.waited: Optional[float] = None       # its threads' wait for a CPU so far (s), at the last window
+        self.waited: Optional[float] = None       # its training thread's wait for a CPU so far (s), last window
         self.recent: Deque[Dict] = deque(maxlen=KEPT_WINDOWS)
         self.store: Any = None
         self.rank = -1
@@ -198,7 +197,7 @@ class Watch:
         self._gpu_forwards()
         carried, addrs = sockets.read()
         links, self.carried = sockets.since(carried, self.carried), carried
-        waited, self.waited = self.waited, runqueue_wait_s()
+        waited, self.waited = self.waited, sockets.thread_cpu_wait_s()   # at the step hook: the training thread
         if self.periods:
             numbers = dict(window_numbers(self.periods, self.forwards, self.betweens, self.backwards),
                            window=self.steps // self.every, last_step=self.steps, host=self.host, links=links,

@@ -7,7 +7,7 @@ What a rank times, with the host's clock at hooks (stepwatch.py), never a device
 - forward_s: its model's forward (the outermost module called after the step; on a GPU, CUDA events on its
   stream, read once they completed); no collective runs there in data-parallel training;
 - between_s: from the optimizer's step to the next forward (data loading, the script's own work);
-- cpu_wait_s: its threads' wait for a CPU over the step (the kernel's runqueue wait, summed over threads): a
+- cpu_wait_s: its training thread's wait for a CPU over the step (the kernel's runqueue wait): a
   cgroup's quota throttling the rank, or another process on its cores, shows here wherever in the step it lands;
 - backward_s (a model on the CPU only, else 0): from the forward's end to its last parameter's gradient, the
   backward's compute. DDP's all-reduce runs beside it and is waited for after it, so a rank waiting for a peer
@@ -50,9 +50,12 @@ NOISE_S = 0.005
 # slowed for real (a throttled node, a slow GPU) is many spreads out; peers that agree closely guard nothing.
 SPREAD = 3.0
 MAD_SIGMA = 1.4826
-# A rank's threads' wait for a CPU is summed over its threads: it can pass its step's time. Counted at most this
-# share of the step, so that what the step would take without it stays positive.
-CPU_SHARE_MAX = 0.95
+# A rank's training thread's wait for a CPU counts where it is a share of its step (CPU_SHARE, as bench's STARVED)
+# and CPU_RATIO times its peers' at least, beyond their spread: on a loaded host every rank waits, and by turns
+# (seen: a healthy rank at 2.3x its peers' wait named, with the wait summed over its threads). A rank under a
+# cgroup's CPU quota waits most of its step, tens of times its peers.
+CPU_SHARE = 0.25
+CPU_RATIO = 4.0
 
 
 @dataclass
@@ -77,6 +80,14 @@ def _beyond(mine: float, theirs: Sequence[float]) -> float:
     return mine - middle if mine - middle > SPREAD * spread else 0.0
 
 
+def _cpu_extra(me: Mapping, peers: Sequence[Mapping]) -> float:
+    """What the rank's training thread waited for a CPU a step beyond its peers' (0 where that says nothing)."""
+    mine, theirs = me.get("cpu_wait_s", 0.0), [p.get("cpu_wait_s", 0.0) for p in peers]
+    if mine < CPU_SHARE * me["step_s"] or mine < CPU_RATIO * _median(theirs):
+        return 0.0
+    return min(_beyond(mine, theirs), 0.95 * me["step_s"])
+
+
 def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
     """The ranks (or the job) slower than `slower` over one window: {rank: that rank's numbers for it}."""
     ranks = sorted(window)
@@ -96,8 +107,7 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
                           if peer_backward > 0 else 0.0)
         # its threads' wait for a CPU (the kernel's runqueue wait, a cgroup quota's throttling included) beyond its
         # peers': that wait lies inside its forward, backward or collectives, so it is not added to them
-        extra_cpu = min(_beyond(me.get("cpu_wait_s", 0.0), [p.get("cpu_wait_s", 0.0) for p in peers]),
-                        CPU_SHARE_MAX * me["step_s"])
+        extra_cpu = _cpu_extra(me, peers)
         own = extra_forward + extra_between + extra_backward
         without = me["step_s"] - max(own, extra_cpu)
         explained = min(MAX_SLOWDOWN, me["step_s"] / without) if without > 0 else MAX_SLOWDOWN
@@ -110,9 +120,9 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         if explained >= behind:
             if extra_cpu > own:
                 peer_cpu = _median([p.get("cpu_wait_s", 0.0) for p in peers])
-                how = (f"its CPUs are taken: its threads waited {me['cpu_wait_s']:.3g} s a step for a CPU (its peers "
-                       f"{peer_cpu:.3g} s), a cgroup's CPU quota, another process or more ranks than cores on its "
-                       f"node; the other ranks wait for it in collectives")
+                how = (f"its CPUs are taken: its training thread waited {me['cpu_wait_s']:.3g} s a step for a CPU "
+                       f"(its peers {peer_cpu:.3g} s), a cgroup's CPU quota, another process or more ranks than cores "
+                       f"on its node; the other ranks wait for it in collectives")
             elif extra_backward > max(extra_forward, extra_between):
                 ratio = me["backward_s"] / peer_backward
                 how = (f"computing slower: its backward takes {ratio:.1f}x its peers' ({me['backward_s']:.3g} s vs "
@@ -154,7 +164,7 @@ def _cpus_taken(window: Mapping[int, Mapping], nodes: Sequence[str]) -> bool:
     too, and its link would be blamed for its CPUs."""
     others = [n.get("cpu_wait_s", 0.0) for n in window.values() if n["host"] not in nodes]
     return any(n.get("cpu_wait_s", 0.0) >= NOISE_S and _beyond(n.get("cpu_wait_s", 0.0), others) > 0
-               for n in window.values() if n["host"] in nodes)
+               and n.get("cpu_wait_s", 0.0) >= 2 * _median(others) for n in window.values() if n["host"] in nodes)
 
 
 @dataclass
@@ -201,7 +211,8 @@ class Episodes:
             if self.quiet[key] >= self.windows:
                 began = self.open.pop(key)
                 worst = max(s.slowdown for s in self.streak.pop(key))
-                events.append(Event("ended", Slow(began.slow.rank, began.slow.host, worst, began.slow.how, 0.0, 0.0, last_step),
+                events.append(Event("ended", Slow(began.slow.rank, began.slow.host, worst, began.slow.how, 0.0, 0.0,
+                                                  last_step),
                                     began.first_step))
         self.before = last_step
         return events
