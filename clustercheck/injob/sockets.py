@@ -41,8 +41,13 @@ def _socket_fds() -> List[int]:
 
 def _one(fd: int, counters: Dict[str, List[int]], local: set) -> None:
     try:
-        sock = socket.socket(fileno=os.dup(fd))     # a duplicate: closing it leaves the job's socket open
+        copy = os.dup(fd)                           # a duplicate: closing it leaves the job's socket open
     except OSError:
+        return
+    try:
+        sock = socket.socket(fileno=copy)
+    except OSError:
+        os.close(copy)
         return
     try:
         if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
