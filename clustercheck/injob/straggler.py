@@ -105,8 +105,8 @@ def judge_window(window: Mapping[int, Mapping], slower: float) -> List[Slow]:
         extra_between = _beyond(me["between_s"], [p["between_s"] for p in peers])
         extra_backward = (_beyond(me.get("backward_s", 0.0), [p.get("backward_s", 0.0) for p in peers])
                           if peer_backward > 0 else 0.0)
-        # its training thread's wait for a CPU (the kernel's runqueue wait, a cgroup quota's throttling included) beyond its
-        # peers': that wait lies inside its forward, backward or collectives, so it is not added to them
+        # its training thread's wait for a CPU (the kernel's runqueue wait, a cgroup quota's throttling included)
+        # beyond its peers': that wait lies inside its forward, backward or collectives, so it is not added to them
         extra_cpu = _cpu_extra(me, peers)
         own = extra_forward + extra_between + extra_backward
         without = me["step_s"] - max(own, extra_cpu)

@@ -171,7 +171,7 @@ def follow(run: NodeRun, handle: Running, deadline: float, started: float, halt:
         if line is not None:
             event, rest = event_of(line)
             if "NCCL DIAG" in rest and len(run.diag) < 1000:
-                run.diag.append(rest.strip())
+                run.diag.append(rest.rstrip("\n"))
             if event is not None:
                 run.events.append(event)
                 clock.moved(event.get("event"))
